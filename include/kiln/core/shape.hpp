@@ -1,0 +1,143 @@
+// kiln/core/shape.hpp — shapes and strides (rank <= 8), NumPy broadcasting.
+// Extents and strides are counted in elements, row-major; a stride of 0 marks a
+// broadcast dimension. Everything here is checked in release builds too.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+
+#include "kiln/core/error.hpp"
+
+namespace kiln {
+
+using index_t = std::int64_t;
+
+inline constexpr int max_rank = 8;
+
+namespace detail {
+
+/// Fixed-capacity list of up to max_rank signed extents; no heap.
+class dims {
+ public:
+  constexpr dims() noexcept = default;
+
+  constexpr int rank() const noexcept { return rank_; }
+  constexpr bool empty() const noexcept { return rank_ == 0; }
+  constexpr index_t operator[](int i) const noexcept { return d_[static_cast<std::size_t>(i)]; }
+  constexpr index_t& operator[](int i) noexcept { return d_[static_cast<std::size_t>(i)]; }
+  constexpr const index_t* begin() const noexcept { return d_.data(); }
+  constexpr const index_t* end() const noexcept { return d_.data() + rank_; }
+  constexpr index_t* begin() noexcept { return d_.data(); }
+  constexpr index_t* end() noexcept { return d_.data() + rank_; }
+  constexpr index_t back() const noexcept { return d_[static_cast<std::size_t>(rank_ - 1)]; }
+
+  constexpr void push_back(index_t v) {
+    if (rank_ >= max_rank) {
+      throw shape_error("kiln: rank above the maximum of " + std::to_string(max_rank));
+    }
+    d_[static_cast<std::size_t>(rank_++)] = v;
+  }
+  constexpr void insert(int pos, index_t v) {
+    push_back(0);
+    for (int i = rank_ - 1; i > pos; --i) d_[static_cast<std::size_t>(i)] = d_[static_cast<std::size_t>(i - 1)];
+    d_[static_cast<std::size_t>(pos)] = v;
+  }
+  constexpr void erase(int pos) noexcept {
+    for (int i = pos; i + 1 < rank_; ++i) d_[static_cast<std::size_t>(i)] = d_[static_cast<std::size_t>(i + 1)];
+    d_[static_cast<std::size_t>(--rank_)] = 0;
+  }
+
+  friend constexpr bool operator==(const dims& a, const dims& b) noexcept {
+    return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+  /// "[3, 4]"
+  std::string to_string() const {
+    std::string s = "[";
+    for (int i = 0; i < rank_; ++i) {
+      if (i) s += ", ";
+      s += std::to_string(d_[static_cast<std::size_t>(i)]);
+    }
+    return s + "]";
+  }
+
+ private:
+  std::array<index_t, max_rank> d_{};
+  int rank_ = 0;
+};
+
+}  // namespace detail
+
+/// Extents of a tensor: rank 0..8, each extent >= 0. Throws kiln::shape_error otherwise.
+/// Example: `kiln::shape s{512, 256}; s.numel() == 131072`
+class shape : public detail::dims {
+ public:
+  constexpr shape() noexcept = default;
+  shape(std::initializer_list<index_t> e) { assign(e.begin(), e.end()); }
+  explicit shape(std::span<const index_t> e) { assign(e.begin(), e.end()); }
+
+  /// Number of elements (1 for rank 0).
+  constexpr index_t numel() const noexcept {
+    index_t n = 1;
+    for (index_t v : *this) n *= v;
+    return n;
+  }
+
+ private:
+  template <class It>
+  void assign(It first, It last) {
+    if (last - first > max_rank) {
+      throw shape_error("kiln::shape: rank " + std::to_string(last - first) +
+                        " is above the maximum of " + std::to_string(max_rank));
+    }
+    for (; first != last; ++first) {
+      if (*first < 0) {
+        throw shape_error("kiln::shape: negative extent " + std::to_string(*first));
+      }
+      push_back(*first);
+    }
+  }
+};
+
+/// Element strides of a tensor view (0 = broadcast).
+class strides : public detail::dims {
+ public:
+  constexpr strides() noexcept = default;
+  strides(std::initializer_list<index_t> e) {
+    for (index_t v : e) push_back(v);
+  }
+};
+
+/// Row-major (C-order) strides of a contiguous tensor of shape s.
+inline strides contiguous_strides(const shape& s) {
+  strides st;
+  for (int i = 0; i < s.rank(); ++i) st.push_back(0);
+  index_t acc = 1;
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= std::max<index_t>(s[i], 1);
+  }
+  return st;
+}
+
+/// NumPy broadcasting of two shapes; false when they are incompatible.
+inline bool broadcast_shapes(const shape& a, const shape& b, shape& out) {
+  const int r = std::max(a.rank(), b.rank());
+  shape res;
+  for (int i = 0; i < r; ++i) {
+    const int ia = i - (r - a.rank());
+    const int ib = i - (r - b.rank());
+    const index_t da = ia >= 0 ? a[ia] : 1;
+    const index_t db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1) return false;
+    res.push_back(da == 1 ? db : da);
+  }
+  out = res;
+  return true;
+}
+
+}  // namespace kiln

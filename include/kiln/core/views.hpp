@@ -1,0 +1,197 @@
+// kiln/core/views.hpp — views that never copy: slice, transpose, permute, reshape,
+// broadcast_to, squeeze, unsqueeze. Each returns a tensor sharing the input's storage;
+// bad arguments throw kiln::shape_error naming the op and the tensor.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kiln/core/tensor.hpp"
+
+namespace kiln {
+
+/// Elements start, start+step, ... < stop of dimension dim (negative dim counts from the
+/// end; start/stop are clamped like Python slices; step >= 1).
+/// Example: `kiln::slice(x, 1, 0, 4)` is x[:, 0:4]
+template <class T, class B>
+tensor<T, B> slice(const tensor<T, B>& t, int dim, index_t start, index_t stop, index_t step = 1) {
+  const int d = t.normalize_dim(dim);
+  if (step < 1) {
+    throw shape_error("kiln::slice: step " + std::to_string(step) + " must be >= 1 (tensor " + t.describe() + ")");
+  }
+  const index_t n = t.shape()[d];
+  auto clampi = [n](index_t v) { return std::clamp<index_t>(v < 0 ? v + n : v, 0, n); };
+  start = clampi(start);
+  stop = std::max(clampi(stop), start);
+  shape s = t.shape();
+  strides st = t.strides();
+  s[d] = (stop - start + step - 1) / step;
+  st[d] = t.strides()[d] * step;
+  return tensor<T, B>(t.storage(), s, st, t.offset() + (s[d] ? start * t.strides()[d] : 0));
+}
+
+/// Reorders dimensions: result dim i is input dim order[i].
+template <class T, class B>
+tensor<T, B> permute(const tensor<T, B>& t, std::initializer_list<int> order) {
+  if (static_cast<int>(order.size()) != t.rank()) {
+    throw shape_error("kiln::permute: " + std::to_string(order.size()) + " dimensions given for " + t.describe());
+  }
+  shape s;
+  strides st;
+  bool seen[max_rank] = {};
+  for (int o : order) {
+    const int d = t.normalize_dim(o);
+    if (seen[d]) throw shape_error("kiln::permute: dimension " + std::to_string(o) + " repeated for " + t.describe());
+    seen[d] = true;
+    s.push_back(t.shape()[d]);
+    st.push_back(t.strides()[d]);
+  }
+  return tensor<T, B>(t.storage(), s, st, t.offset());
+}
+
+/// Reverses the dimensions (the matrix transpose for rank 2).
+template <class T, class B>
+tensor<T, B> transpose(const tensor<T, B>& t) {
+  shape s;
+  strides st;
+  for (int i = t.rank() - 1; i >= 0; --i) {
+    s.push_back(t.shape()[i]);
+    st.push_back(t.strides()[i]);
+  }
+  return tensor<T, B>(t.storage(), s, st, t.offset());
+}
+
+/// Swaps two dimensions.
+template <class T, class B>
+tensor<T, B> transpose(const tensor<T, B>& t, int dim0, int dim1) {
+  const int a = t.normalize_dim(dim0), b = t.normalize_dim(dim1);
+  shape s = t.shape();
+  strides st = t.strides();
+  std::swap(s[a], s[b]);
+  std::swap(st[a], st[b]);
+  return tensor<T, B>(t.storage(), s, st, t.offset());
+}
+
+/// Same elements, new shape (one extent may be -1: inferred). Needs strides that allow
+/// it without copying; otherwise throws (materialise first with t.clone()).
+template <class T, class B>
+tensor<T, B> reshape(const tensor<T, B>& t, std::initializer_list<index_t> extents) {
+  std::vector<index_t> e(extents);
+  index_t known = 1;
+  int infer = -1;
+  for (std::size_t i = 0; i < e.size(); ++i) {
+    if (e[i] == -1) {
+      if (infer >= 0) throw shape_error("kiln::reshape: more than one -1 extent for " + t.describe());
+      infer = static_cast<int>(i);
+    } else {
+      known *= e[i];
+    }
+  }
+  if (infer >= 0) e[static_cast<std::size_t>(infer)] = known ? t.numel() / known : 0;
+  const shape ns{std::span<const index_t>(e)};
+  if (ns.numel() != t.numel()) {
+    throw shape_error("kiln::reshape: cannot view " + t.describe() + " as " + ns.to_string() +
+                      " (element counts differ)");
+  }
+  // Walk both shapes in row-major chunks: each chunk of the old shape that is contiguous
+  // in itself maps onto a run of new extents (the numpy "attempt_nocopy_reshape" rule).
+  strides nst;
+  for (int i = 0; i < ns.rank(); ++i) nst.push_back(0);
+  const shape& os = t.shape();
+  const strides& ost = t.strides();
+  if (t.numel() != 0) {
+    int oi = 0, ni = 0;
+    while (oi < os.rank() && ni < ns.rank()) {
+      index_t op = os[oi], np = ns[ni];
+      int oj = oi + 1, nj = ni + 1;
+      while (op != np) {
+        if (np < op) np *= ns[nj++];
+        else op *= os[oj++];
+      }
+      for (int k = oi; k < oj - 1; ++k) {
+        if (os[k + 1] != 1 && os[k] != 1 && ost[k] != ost[k + 1] * os[k + 1]) {
+          throw shape_error("kiln::reshape: " + t.describe() + " cannot be viewed as " + ns.to_string() +
+                            " without a copy; use kiln::reshape(x.clone(), ...)");
+        }
+      }
+      // innermost stride of this chunk, skipping unit extents
+      index_t inner = 1;
+      for (int k = oj - 1; k >= oi; --k) {
+        if (os[k] != 1) { inner = ost[k]; break; }
+      }
+      for (int k = nj - 1; k >= ni; --k) {
+        nst[k] = inner;
+        inner *= ns[k];
+      }
+      oi = oj;
+      ni = nj;
+    }
+    for (; ni < ns.rank(); ++ni) nst[ni] = 1;  // trailing unit extents
+  } else {
+    nst = contiguous_strides(ns);
+  }
+  return tensor<T, B>(t.storage(), ns, nst, t.offset());
+}
+
+/// Broadcasts to shape s (NumPy rules) with stride 0; a read-only view in effect
+/// (writing to it throws, since several elements alias one).
+template <class T, class B>
+tensor<T, B> broadcast_to(const tensor<T, B>& t, const shape& s) {
+  shape r;
+  if (!broadcast_shapes(t.shape(), s, r) || !(r == s)) {
+    throw shape_error("kiln::broadcast_to: " + t.describe() + " cannot be broadcast to " + s.to_string());
+  }
+  strides st;
+  const int lead = s.rank() - t.rank();
+  for (int i = 0; i < s.rank(); ++i) {
+    const int j = i - lead;
+    st.push_back(j < 0 || (t.shape()[j] == 1 && s[i] != 1) ? 0 : t.strides()[j]);
+  }
+  return tensor<T, B>(t.storage(), s, st, t.offset());
+}
+
+/// Removes dimension dim, which must have extent 1.
+template <class T, class B>
+tensor<T, B> squeeze(const tensor<T, B>& t, int dim) {
+  const int d = t.normalize_dim(dim);
+  if (t.shape()[d] != 1) {
+    throw shape_error("kiln::squeeze: dimension " + std::to_string(dim) + " of " + t.describe() + " is not 1");
+  }
+  shape s = t.shape();
+  strides st = t.strides();
+  s.erase(d);
+  st.erase(d);
+  return tensor<T, B>(t.storage(), s, st, t.offset());
+}
+
+/// Removes every dimension of extent 1.
+template <class T, class B>
+tensor<T, B> squeeze(const tensor<T, B>& t) {
+  shape s;
+  strides st;
+  for (int i = 0; i < t.rank(); ++i) {
+    if (t.shape()[i] != 1) {
+      s.push_back(t.shape()[i]);
+      st.push_back(t.strides()[i]);
+    }
+  }
+  return tensor<T, B>(t.storage(), s, st, t.offset());
+}
+
+/// Inserts a dimension of extent 1 at position dim (0..rank; negative counts from the end).
+template <class T, class B>
+tensor<T, B> unsqueeze(const tensor<T, B>& t, int dim) {
+  const int d = dim < 0 ? dim + t.rank() + 1 : dim;
+  if (d < 0 || d > t.rank()) {
+    throw shape_error("kiln::unsqueeze: position " + std::to_string(dim) + " is out of range for " + t.describe());
+  }
+  shape s = t.shape();
+  strides st = t.strides();
+  const index_t inner = d < t.rank() ? t.strides()[d] * t.shape()[d] : 1;
+  s.insert(d, 1);
+  st.insert(d, inner);
+  return tensor<T, B>(t.storage(), s, st, t.offset());
+}
+
+}  // namespace kiln

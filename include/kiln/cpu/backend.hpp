@@ -1,0 +1,131 @@
+// kiln/cpu/backend.hpp — kiln::cpu<Arch>: host memory, xsimd loops, OpenMP threads.
+// The context holds the thread count (KILN_NUM_THREADS, default: every core) and counts
+// the fused loops it runs; storage is 64-byte-aligned host memory.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kiln/core/backend.hpp"
+#include "kiln/core/error.hpp"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace kiln {
+
+/// The CPU backend; Arch is an xsimd architecture tag (default: the best this build
+/// targets, e.g. xsimd::avx512bw under -march=native). Example: `kiln::context<kiln::cpu<>> ctx;`
+template <class Arch = xsimd::default_arch>
+struct cpu {
+  using arch = Arch;
+};
+
+/// Thread count for a CPU context: `kiln::context<kiln::cpu<>> ctx{kiln::threads{2}};`
+struct threads {
+  int count;
+};
+
+namespace detail {
+
+struct cpu_state {
+  int num_threads = 1;
+  mutable std::atomic<std::uint64_t> kernels_launched{0};
+};
+
+/// One 64-byte-aligned host allocation.
+class cpu_storage {
+ public:
+  static constexpr std::size_t alignment = 64;
+
+  cpu_storage(std::shared_ptr<cpu_state> c, std::size_t bytes) : ctx(std::move(c)), bytes_(bytes) {
+    if (bytes_) {
+      // round up so that full-vector loads of the last elements stay inside the block
+      const std::size_t padded = (bytes_ + alignment - 1) / alignment * alignment;
+      ptr_ = static_cast<std::byte*>(::operator new(padded, std::align_val_t{alignment}, std::nothrow));
+      if (!ptr_) {
+        throw out_of_memory("kiln::cpu: allocating " + std::to_string(bytes_) + " bytes failed", bytes_, 0);
+      }
+    }
+  }
+  cpu_storage(const cpu_storage&) = delete;
+  cpu_storage& operator=(const cpu_storage&) = delete;
+  ~cpu_storage() {
+    if (ptr_) ::operator delete(ptr_, std::align_val_t{alignment});
+  }
+
+  std::byte* data() const noexcept { return ptr_; }
+  std::size_t bytes() const noexcept { return bytes_; }
+
+  std::shared_ptr<cpu_state> ctx;
+
+ private:
+  std::size_t bytes_ = 0;
+  std::byte* ptr_ = nullptr;
+};
+
+inline int default_thread_count() {
+  if (const char* env = std::getenv("KILN_NUM_THREADS"); env && *env) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end != '\0' || v < 1 || v > 4096) {
+      throw error(std::string("kiln::cpu: KILN_NUM_THREADS='") + env + "' is not a thread count (1..4096)");
+    }
+    return static_cast<int>(v);
+  }
+#if defined(_OPENMP)
+  return omp_get_num_procs();
+#else
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+#endif
+}
+
+template <class Arch, class T, class N>
+void cpu_evaluate(const cpu_state& state, const tensor<T, cpu<Arch>>& out, const N& n);
+
+}  // namespace detail
+
+template <class Arch>
+struct backend_traits<cpu<Arch>> {
+  using context_state = detail::cpu_state;
+  using storage = detail::cpu_storage;
+  static constexpr bool asynchronous = false;
+
+  static std::shared_ptr<context_state> create() { return create(threads{detail::default_thread_count()}); }
+  static std::shared_ptr<context_state> create(threads t) {
+    if (t.count < 1) throw error("kiln::cpu: thread count " + std::to_string(t.count) + " must be >= 1");
+    auto s = std::make_shared<context_state>();
+    s->num_threads = t.count;
+    return s;
+  }
+
+  static std::shared_ptr<storage> allocate(const std::shared_ptr<context_state>& ctx, std::size_t bytes) {
+    return std::make_shared<storage>(ctx, bytes);
+  }
+  static void upload(storage& s, std::size_t offset, const void* src, std::size_t bytes) {
+    std::memcpy(s.data() + offset, src, bytes);
+  }
+  static void download(const storage& s, std::size_t offset, void* dst, std::size_t bytes) {
+    std::memcpy(dst, s.data() + offset, bytes);
+  }
+  static void synchronize(const context_state&) noexcept {}
+  static std::string device_name(const context_state&) { return "cpu"; }
+
+  /// Runs n into out (shapes and aliasing already checked) as one fused loop.
+  template <class T, class N>
+  static void evaluate(const tensor<T, cpu<Arch>>& out, const N& n) {
+    detail::cpu_evaluate<Arch>(*out.storage()->ctx, out, n);
+  }
+};
+
+}  // namespace kiln

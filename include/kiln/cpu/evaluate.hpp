@@ -1,0 +1,268 @@
+// kiln/cpu/evaluate.hpp — an expression tree -> one pass over the output.
+//
+// The output range is split into per-thread chunks aligned to 64 elements. Dimensions
+// that every operand walks the same way are merged first, so that most statements are
+// one long row (contiguous), or rows of a bias/row broadcast. Each row runs an xsimd
+// loop over full batches and a scalar tail. Leaves whose innermost stride is 1 are
+// vector loads; stride 0 is a broadcast register; anything else is gathered. Large
+// contiguous float/int32 outputs use streaming (non-temporal) stores. No allocation.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "kiln/core/shape.hpp"
+#include "kiln/core/tensor.hpp"
+#include "kiln/cpu/backend.hpp"
+#include "kiln/cpu/simd.hpp"
+#include "kiln/expr/assign.hpp"
+#include "kiln/expr/convert.hpp"
+#include "kiln/expr/node.hpp"
+#include "kiln/expr/traverse.hpp"
+
+namespace kiln::detail::cpu_loop {
+
+/// Output extents below this run on one thread (thread start-up costs more than the work).
+inline constexpr index_t min_parallel_elements = index_t(1) << 15;
+/// Outputs at least this large bypass the cache: they will not be read back from it soon.
+inline constexpr std::size_t stream_min_bytes = std::size_t(16) << 20;
+
+/// Collapsed iteration space: extents and strides of the output (operand 0) and each leaf.
+template <std::size_t L>
+struct layout {
+  int rank = 0;
+  index_t extent[max_rank] = {};
+  index_t stride[L + 1][max_rank] = {};
+};
+
+/// Hands out the leaves' strides in for_each_leaf order while a tree is bound.
+template <std::size_t L>
+struct cursor {
+  const layout<L>* lay;
+  std::size_t next = 1;
+  const index_t* take() { return lay->stride[next++]; }
+};
+
+template <class A, class N>
+struct bound;
+
+template <class A, class T, class B>
+struct bound<A, leaf_node<T, B>> {
+  using C = compute_t<T>;
+  const T* base;
+  const index_t* st;
+  const T* row = nullptr;
+  index_t inner = 0;
+
+  template <class Cur>
+  bound(const leaf_node<T, B>& n, Cur& c) : base(n.t.data()), st(c.take()) {}
+
+  void seek(const index_t* idx, int rank) noexcept {
+    const T* p = base;
+    for (int d = 0; d < rank; ++d) p += idx[d] * st[d];
+    row = p;
+    inner = st[rank - 1];
+  }
+  template <bool Contig>
+  auto vec(index_t i) const {
+    if constexpr (Contig) {
+      return simd::load<A>(row + i);
+    } else {
+      if (inner == 1) return simd::load<A>(row + i);
+      if (inner == 0) return simd::cbatch<T, A>(static_cast<C>(row[0]));
+      return simd::gather<A>(row + i * inner, inner);
+    }
+  }
+  C one(index_t i) const { return static_cast<C>(row[i * inner]); }
+};
+
+template <class A, class T>
+struct bound<A, scalar_node<T>> {
+  using C = compute_t<T>;
+  using V = std::conditional_t<simd::enabled<A>, simd::cbatch<T, A>, C>;
+  C s;
+  V b;
+
+  template <class Cur>
+  bound(const scalar_node<T>& n, Cur&) : s(n.value), b(n.value) {}
+  void seek(const index_t*, int) noexcept {}
+  template <bool Contig>
+  const V& vec(index_t) const { return b; }
+  C one(index_t) const { return s; }
+};
+
+template <class A, class Op, class... Args>
+struct bound<A, op_node<Op, Args...>> {
+  std::tuple<bound<A, Args>...> ch;
+
+  template <class Cur>
+  bound(const op_node<Op, Args...>& n, Cur& c) : bound(n, c, std::index_sequence_for<Args...>{}) {}
+  template <class Cur, std::size_t... I>
+  bound(const op_node<Op, Args...>& n, Cur& c, std::index_sequence<I...>)
+      : ch{bound<A, Args>(std::get<I>(n.args), c)...} {}  // braced: binds leaves left to right
+
+  void seek(const index_t* idx, int rank) noexcept {
+    std::apply([&](auto&... c) { (c.seek(idx, rank), ...); }, ch);
+  }
+  template <bool Contig>
+  auto vec(index_t i) const {
+    return std::apply([&](const auto&... c) { return Op::apply(c.template vec<Contig>(i)...); }, ch);
+  }
+  auto one(index_t i) const {
+    return std::apply([&](const auto&... c) { return Op::apply(c.one(i)...); }, ch);
+  }
+};
+
+template <class A, class To, class Arg>
+struct bound<A, cast_node<To, Arg>> {
+  using From = typename Arg::value_type;
+  bound<A, Arg> ch;
+
+  template <class Cur>
+  bound(const cast_node<To, Arg>& n, Cur& c) : ch(n.arg, c) {}
+  void seek(const index_t* idx, int rank) noexcept { ch.seek(idx, rank); }
+  template <bool Contig>
+  auto vec(index_t i) const { return simd::convert<To, From, A>(ch.template vec<Contig>(i)); }
+  compute_t<To> one(index_t i) const { return convert_value<To, From>(ch.one(i)); }
+};
+
+/// A scalar result -> the output's storage dtype (masks are stored as 0/1).
+template <class T, class V>
+T to_out(const V& v) {
+  if constexpr (std::is_same_v<V, bool>) return static_cast<T>(v ? 1 : 0);
+  else return to_storage<T>(v);
+}
+
+template <class A, bool Contig, class T, class Ev>
+void run_row(Ev& ev, T* orow, index_t oin, index_t len, bool stream) {
+  index_t i = 0;
+  if constexpr (simd::enabled<A>) {
+    constexpr auto W = static_cast<index_t>(simd::lanes<A>);
+    bool done = false;
+    if constexpr (Contig && simd::can_stream<A, T>) {
+      if (stream) {
+        while (i < len && reinterpret_cast<std::uintptr_t>(orow + i) % A::alignment() != 0) {
+          orow[i] = to_out<T>(ev.one(i));
+          ++i;
+        }
+        for (; i + W <= len; i += W) simd::stream<A>(orow + i, ev.template vec<true>(i));
+        done = true;
+      }
+    }
+    if (!done) {
+      if (Contig || oin == 1) {
+        for (; i + W <= len; i += W) simd::store<A>(orow + i, ev.template vec<Contig>(i));
+      } else {
+        for (; i + W <= len; i += W) simd::scatter<A>(orow + i * oin, oin, ev.template vec<Contig>(i));
+      }
+    }
+  }
+  for (; i < len; ++i) orow[i * oin] = to_out<T>(ev.one(i));
+}
+
+template <class A, bool Contig, std::size_t L, class T, class N>
+void run_range(const layout<L>& lay, T* out, const N& n, index_t begin, index_t end, bool stream) {
+  cursor<L> cur{&lay};
+  bound<A, N> ev(n, cur);
+  const int r = lay.rank;
+  index_t idx[max_rank] = {};
+  for (index_t rem = begin, d = r - 1; d >= 0; --d) {
+    idx[d] = rem % lay.extent[d];
+    rem /= lay.extent[d];
+  }
+  const index_t* ost = lay.stride[0];
+  for (index_t pos = begin; pos < end;) {
+    const index_t len = std::min(lay.extent[r - 1] - idx[r - 1], end - pos);
+    ev.seek(idx, r);
+    T* orow = out;
+    for (int d = 0; d < r; ++d) orow += idx[d] * ost[d];
+    run_row<A, Contig>(ev, orow, ost[r - 1], len, stream);
+    pos += len;
+    idx[r - 1] += len;
+    for (int d = r - 1; d > 0 && idx[d] >= lay.extent[d]; --d) {
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  }
+  if (stream) simd::stream_fence();
+}
+
+}  // namespace kiln::detail::cpu_loop
+
+namespace kiln::detail {
+
+template <class Arch, class T, class N>
+void cpu_evaluate(const cpu_state& state, const tensor<T, cpu<Arch>>& out, const N& n) {
+  using namespace cpu_loop;
+  constexpr std::size_t L = leaf_count_v<N>;
+  const shape& s = out.shape();
+  const int r = s.rank();
+
+  // Strides of every operand over the output's dimensions: [0] output, [1..L] leaves.
+  index_t st[L + 1][max_rank] = {};
+  for (int d = 0; d < r; ++d) st[0][d] = out.strides()[d];
+  std::size_t k = 1;
+  for_each_leaf(n, [&](const auto& in) {
+    const strides b = broadcast_strides(in, s);
+    for (int d = 0; d < r; ++d) st[k][d] = b[d];
+    ++k;
+  });
+
+  // Merge dimension d into the previous kept one when every operand steps over both as one.
+  layout<L> lay;
+  for (int d = 0; d < r; ++d) {
+    if (s[d] == 1) continue;
+    bool merge = lay.rank > 0;
+    for (std::size_t o = 0; merge && o <= L; ++o) merge = lay.stride[o][lay.rank - 1] == st[o][d] * s[d];
+    if (merge) {
+      lay.extent[lay.rank - 1] *= s[d];
+      for (std::size_t o = 0; o <= L; ++o) lay.stride[o][lay.rank - 1] = st[o][d];
+    } else {
+      lay.extent[lay.rank] = s[d];
+      for (std::size_t o = 0; o <= L; ++o) lay.stride[o][lay.rank] = st[o][d];
+      ++lay.rank;
+    }
+  }
+  if (lay.rank == 0) {
+    lay.rank = 1;
+    lay.extent[0] = 1;
+  }
+
+  bool contig = true;
+  for (std::size_t o = 0; o <= L; ++o) contig = contig && lay.stride[o][lay.rank - 1] == 1;
+  const index_t total = out.numel();
+  const bool stream = contig && simd::enabled<Arch> && simd::can_stream<Arch, T> &&
+                      std::size_t(total) * sizeof(T) >= stream_min_bytes;
+  T* base = out.data();
+
+  auto run = [&](index_t b, index_t e) {
+    if (contig) run_range<Arch, true>(lay, base, n, b, e, stream);
+    else run_range<Arch, false>(lay, base, n, b, e, stream);
+  };
+
+  const index_t want = std::max<index_t>(1, total / min_parallel_elements);
+  const int nt = static_cast<int>(std::min<index_t>(state.num_threads, want));
+#if defined(_OPENMP)
+  if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+    {
+      const index_t m = omp_get_num_threads(), t = omp_get_thread_num();
+      const index_t per = ((total + m - 1) / m + 63) / 64 * 64;  // cache-line-aligned chunks
+      const index_t b = std::min(total, t * per), e = std::min(total, b + per);
+      if (b < e) run(b, e);
+    }
+  } else {
+    run(0, total);
+  }
+#else
+  (void)nt;
+  run(0, total);
+#endif
+  state.kernels_launched.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,142 @@
+// kiln/expr/assign.hpp — `tensor = expression`: the checks, the aliasing rule, and the
+// hand-off to the backend's evaluate (one kernel per statement).
+//
+// Aliasing: an input that views exactly the output's elements is read in place
+// (`x = x * 2.0f`). An input that overlaps the output any other way (`x = transpose(x)`)
+// would read elements already overwritten, so the expression goes to a temporary first.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "kiln/core/factories.hpp"
+#include "kiln/core/tensor.hpp"
+#include "kiln/expr/node.hpp"
+#include "kiln/expr/traverse.hpp"
+
+namespace kiln::detail {
+
+/// Strides of t when read as an operand of shape out (0 where t is broadcast).
+template <class T, class B>
+strides broadcast_strides(const tensor<T, B>& t, const shape& out) {
+  strides st;
+  const int lead = out.rank() - t.rank();
+  for (int i = 0; i < out.rank(); ++i) {
+    const int j = i - lead;
+    st.push_back(j < 0 || t.shape()[j] == 1 ? 0 : t.strides()[j]);
+  }
+  return st;
+}
+
+/// [first, last] byte range a view touches within its storage.
+template <class T, class B>
+std::pair<index_t, index_t> byte_extent(const tensor<T, B>& t) {
+  index_t lo = t.offset(), hi = t.offset();
+  for (int i = 0; i < t.rank(); ++i) {
+    const index_t span = t.strides()[i] * (t.shape()[i] - 1);
+    (span < 0 ? lo : hi) += span;
+  }
+  return {lo * index_t(sizeof(T)), (hi + 1) * index_t(sizeof(T)) - 1};
+}
+
+/// True when some input overlaps out without being exactly out's elements.
+template <class T, class B, class N>
+bool needs_temporary(const tensor<T, B>& out, const N& n) {
+  bool hazard = false;
+  for_each_leaf(n, [&](const auto& in) {
+    if (hazard || in.storage() != out.storage()) return;
+    using U = typename std::remove_cvref_t<decltype(in)>::value_type;
+    if constexpr (sizeof(U) == sizeof(T)) {
+      if (in.offset() == out.offset()) {
+        const strides bst = broadcast_strides(in, out.shape());
+        bool same = true;
+        for (int i = 0; i < out.rank(); ++i) same = same && (out.shape()[i] == 1 || bst[i] == out.strides()[i]);
+        if (same) return;  // reads exactly the element it writes: safe in place
+      }
+    }
+    const auto a = byte_extent(in), b = byte_extent(out);
+    hazard = a.first <= b.second && b.first <= a.second;
+  });
+  return hazard;
+}
+
+template <class T, class B, class E>
+void assign(tensor<T, B>& out, const E& e) {
+  using N = node_t<const E&>;
+  using V = typename N::value_type;
+  static_assert(std::is_same_v<V, T> || (std::is_same_v<V, bool> && std::is_same_v<T, std::uint8_t>),
+                "kiln: the expression's dtype differs from the tensor's; convert it with kiln::cast<T>(expr) "
+                "(masks are stored in uint8_t tensors)");
+  static_assert(std::is_void_v<typename N::backend_type> || std::is_same_v<typename N::backend_type, B>,
+                "kiln: the expression lives on another backend than the tensor assigned to");
+  const N n = to_node<float>(e);
+
+  if (!out.defined()) {
+    // An empty target takes the expression's shape, on the context of its first tensor.
+    bool found = false;
+    for_each_leaf(n, [&](const auto& in) {
+      if (!found && in.defined()) {
+        tensor<T, B> fresh(backend_traits<B>::allocate(in.storage()->ctx, std::size_t(n.shape().numel()) * sizeof(T)),
+                           n.shape(), contiguous_strides(n.shape()), 0);
+        swap(out, fresh);
+        found = true;
+      }
+    });
+    if (!found) {
+      throw shape_error("kiln::assign: the target tensor is empty and the expression holds no tensor to take a "
+                        "context from; create the target with kiln::empty");
+    }
+  }
+
+  shape bs;
+  if (!broadcast_shapes(n.shape(), out.shape(), bs) || !(bs == out.shape())) {
+    throw shape_error("kiln::assign: cannot write " + n.describe() + " into " + out.describe());
+  }
+  for (int i = 0; i < out.rank(); ++i) {
+    if (out.shape()[i] > 1 && out.strides()[i] == 0) {
+      throw shape_error("kiln::assign: the target " + out.describe() +
+                        " is a broadcast view (several elements share one address); write to a real tensor");
+    }
+  }
+  if (out.numel() == 0) return;
+
+  if (needs_temporary(out, n)) {
+    auto tmp = empty<T>(out.context(), out.shape());
+    backend_traits<B>::evaluate(tmp, n);
+    backend_traits<B>::evaluate(out, leaf_node<T, B>{std::move(tmp)});
+  } else {
+    backend_traits<B>::evaluate(out, n);
+  }
+}
+
+template <class T, class B, class S>
+void fill(tensor<T, B>& out, S value) {
+  if (!out.defined()) throw shape_error("kiln::fill: the target tensor is empty; create it with kiln::empty");
+  for (int i = 0; i < out.rank(); ++i) {
+    if (out.shape()[i] > 1 && out.strides()[i] == 0) {
+      throw shape_error("kiln::fill: the target " + out.describe() + " is a broadcast view");
+    }
+  }
+  if (out.numel() == 0) return;
+  backend_traits<B>::evaluate(out, scalar_node<T>{static_cast<compute_t<T>>(value)});
+}
+
+}  // namespace kiln::detail
+
+namespace kiln {
+
+template <class T, class B>
+template <class E>
+tensor<T, B>& tensor<T, B>::operator+=(E&& e) { return *this = *this + std::forward<E>(e); }
+template <class T, class B>
+template <class E>
+tensor<T, B>& tensor<T, B>::operator-=(E&& e) { return *this = *this - std::forward<E>(e); }
+template <class T, class B>
+template <class E>
+tensor<T, B>& tensor<T, B>::operator*=(E&& e) { return *this = *this * std::forward<E>(e); }
+template <class T, class B>
+template <class E>
+tensor<T, B>& tensor<T, B>::operator/=(E&& e) { return *this = *this / std::forward<E>(e); }
+
+}  // namespace kiln

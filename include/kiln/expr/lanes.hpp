@@ -1,0 +1,64 @@
+// kiln/expr/lanes.hpp — the vocabulary an op body is written in.
+// An op's apply() is a template over V: a scalar (float, int32_t; masks are bool) or a
+// SIMD batch of them. These helpers make the few things that differ between the two
+// spellings read the same. Backends specialise lane_traits for their vector types.
+#pragma once
+
+#include <cmath>
+#include <type_traits>
+#include <utility>
+
+namespace kiln {
+
+/// Per-value-type customisation point; backends specialise it for their vector types.
+template <class V>
+struct lane_traits {
+  using scalar_type = V;
+  /// A mask M converted to the mask type that goes with V.
+  template <class M>
+  static bool mask_for(const M& m) {
+    if constexpr (std::is_same_v<M, bool>) return m;
+    else return m != M(0);  // an integer used as a mask (e.g. a u8 tensor): non-zero is true
+  }
+  /// f applied to each lane (scalars: once). For ops with no vector spelling.
+  template <class F, class... Vs>
+  static V per_lane(F&& f, const V& a, const Vs&... b) {
+    return f(a, b...);
+  }
+};
+
+/// Element type of V: V itself for scalars, the lane type for a batch.
+template <class V>
+using scalar_of_t = typename lane_traits<V>::scalar_type;
+
+/// a where m is true, else b (lane by lane). The batch overload is found by ADL.
+template <class T>
+  requires std::is_arithmetic_v<T>
+constexpr T select(bool m, const T& a, const T& b) {
+  return m ? a : b;
+}
+
+/// Converts any mask (or integer treated as one) into the mask type that selects V.
+template <class V, class M>
+auto mask_for(const M& m) {
+  return lane_traits<V>::mask_for(m);
+}
+
+/// f(a, b...) lane by lane: the escape hatch for ops without a vector spelling.
+template <class F, class V, class... Vs>
+V per_lane(F&& f, const V& a, const Vs&... b) {
+  return lane_traits<V>::per_lane(std::forward<F>(f), a, b...);
+}
+
+/// NaN test that also accepts integer values (always false for them).
+template <class V>
+auto is_nan(const V& v) {
+  if constexpr (std::is_floating_point_v<scalar_of_t<V>>) {
+    using std::isnan;
+    return isnan(v);
+  } else {
+    return v != v;
+  }
+}
+
+}  // namespace kiln

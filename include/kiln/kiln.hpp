@@ -1,0 +1,25 @@
+// kiln/kiln.hpp — the umbrella: core + expressions + ops + the CPU backend.
+// Never includes Vulkan; for the GPU backend also include <kiln/vulkan.hpp>.
+#pragma once
+
+#include "kiln/fwd.hpp"
+
+#include "kiln/core/backend.hpp"
+#include "kiln/core/bfloat16.hpp"
+#include "kiln/core/context.hpp"
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/factories.hpp"
+#include "kiln/core/half.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/core/tensor.hpp"
+#include "kiln/core/views.hpp"
+
+#include "kiln/expr/assign.hpp"
+#include "kiln/expr/lanes.hpp"
+#include "kiln/expr/node.hpp"
+
+#include "kiln/ops/elementwise.hpp"
+
+#include "kiln/cpu/backend.hpp"
+#include "kiln/cpu/evaluate.hpp"

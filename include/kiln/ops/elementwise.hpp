@@ -1,0 +1,30 @@
+// kiln/ops/elementwise.hpp — the list of elementwise ops: one include per op.
+// To add an op: write ops/elementwise/<op>.hpp (functor with name, apply, glsl, plus the
+// public function), add its include here, and add tests/ops/elementwise/<op>_test.cpp.
+#pragma once
+
+#include "kiln/ops/elementwise/abs.hpp"
+#include "kiln/ops/elementwise/add.hpp"
+#include "kiln/ops/elementwise/clamp.hpp"
+#include "kiln/ops/elementwise/compare.hpp"
+#include "kiln/ops/elementwise/div.hpp"
+#include "kiln/ops/elementwise/exp.hpp"
+#include "kiln/ops/elementwise/gelu.hpp"
+#include "kiln/ops/elementwise/gelu_tanh.hpp"
+#include "kiln/ops/elementwise/leaky_relu.hpp"
+#include "kiln/ops/elementwise/log.hpp"
+#include "kiln/ops/elementwise/maximum.hpp"
+#include "kiln/ops/elementwise/minimum.hpp"
+#include "kiln/ops/elementwise/mul.hpp"
+#include "kiln/ops/elementwise/neg.hpp"
+#include "kiln/ops/elementwise/pow.hpp"
+#include "kiln/ops/elementwise/relu.hpp"
+#include "kiln/ops/elementwise/rsqrt.hpp"
+#include "kiln/ops/elementwise/sigmoid.hpp"
+#include "kiln/ops/elementwise/silu.hpp"
+#include "kiln/ops/elementwise/softplus.hpp"
+#include "kiln/ops/elementwise/sqrt.hpp"
+#include "kiln/ops/elementwise/square.hpp"
+#include "kiln/ops/elementwise/sub.hpp"
+#include "kiln/ops/elementwise/tanh.hpp"
+#include "kiln/ops/elementwise/where.hpp"

@@ -1,0 +1,32 @@
+// kiln/ops/elementwise/sigmoid.hpp — logistic function 1 / (1 + e^-x).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "kiln/expr/lanes.hpp"
+#include "kiln/expr/node.hpp"
+
+namespace kiln {
+
+struct sigmoid_op {
+  static constexpr std::string_view name = "sigmoid";
+  static constexpr bool floating_only = true;
+  template <class V>
+  static V apply(const V& a) {
+    using std::exp;
+    return V(1.0f) / (V(1.0f) + exp(-a));
+  }
+  static constexpr std::string_view glsl = "(1.0 / (1.0 + exp(-{0})))";
+};
+
+/// Elementwise logistic function 1 / (1 + e^-x). Dtypes: f32, f16, bf16 (integers fail to compile: cast first).
+/// Example: `y = kiln::sigmoid(x);`
+template <expression X>
+auto sigmoid(X&& x) {
+  return map<sigmoid_op>(std::forward<X>(x));
+}
+
+}  // namespace kiln

@@ -1,0 +1,32 @@
+// kiln/ops/elementwise/silu.hpp — x * sigmoid(x) (a.k.a. swish).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "kiln/expr/lanes.hpp"
+#include "kiln/expr/node.hpp"
+
+namespace kiln {
+
+struct silu_op {
+  static constexpr std::string_view name = "silu";
+  static constexpr bool floating_only = true;
+  template <class V>
+  static V apply(const V& a) {
+    using std::exp;
+    return a / (V(1.0f) + exp(-a));
+  }
+  static constexpr std::string_view glsl = "({0} / (1.0 + exp(-{0})))";
+};
+
+/// Elementwise x * sigmoid(x) (a.k.a. swish). Dtypes: f32, f16, bf16 (integers fail to compile: cast first).
+/// Example: `y = kiln::silu(a) * b;`
+template <expression X>
+auto silu(X&& x) {
+  return map<silu_op>(std::forward<X>(x));
+}
+
+}  // namespace kiln

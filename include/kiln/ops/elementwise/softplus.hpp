@@ -1,0 +1,32 @@
+// kiln/ops/elementwise/softplus.hpp — log(1 + e^x), computed stably as max(x, 0) + log1p(e^-|x|).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "kiln/expr/lanes.hpp"
+#include "kiln/expr/node.hpp"
+
+namespace kiln {
+
+struct softplus_op {
+  static constexpr std::string_view name = "softplus";
+  static constexpr bool floating_only = true;
+  template <class V>
+  static V apply(const V& a) {
+    using std::abs, std::exp, std::log1p;
+    return select(a < V(0.0f), V(0.0f), a) + log1p(exp(-abs(a)));
+  }
+  static constexpr std::string_view glsl = "(max({0}, 0.0) + log(1.0 + exp(-abs({0}))))";
+};
+
+/// Elementwise log(1 + e^x), computed stably as max(x, 0) + log1p(e^-|x|). Dtypes: f32, f16, bf16 (integers fail to compile: cast first).
+/// Example: `y = kiln::softplus(x);`
+template <expression X>
+auto softplus(X&& x) {
+  return map<softplus_op>(std::forward<X>(x));
+}
+
+}  // namespace kiln
