@@ -140,7 +140,11 @@ struct op_node {
     if (!ok) {
       std::string msg = "kiln::" + std::string(Op::name) + ": shapes cannot be broadcast together: ";
       char label = 'a';
-      std::apply([&](const auto&... c) { ((msg += std::string(label == 'a' ? "" : ", ") + label++ + " is " + c.describe()), ...); }, args);
+      auto add = [&](const auto& c) {
+        if (label != 'a') msg += ", ";
+        msg += std::string(1, label++) + " is " + c.describe();
+      };
+      std::apply([&](const auto&... c) { (add(c), ...); }, args);
       throw shape_error(msg);
     }
   }
