@@ -4,6 +4,7 @@
 // children by value and tensors as handles, so a stored expression can never dangle.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -183,11 +184,17 @@ auto to_node(X&& x) {
   } else if constexpr (node<D>) {
     return D(std::forward<X>(x));
   } else {
-    static_assert(std::is_arithmetic_v<D>, "kiln: operands must be tensors, expressions or arithmetic scalars");
-    static_assert(!std::is_void_v<Hint>, "kiln: an expression needs at least one tensor operand");
-    static_assert(is_floating_v<Hint> || std::is_integral_v<D>,
-                  "kiln: a floating-point scalar with an integer tensor; convert the tensor with kiln::cast<float>(x)");
-    return scalar_node<Hint>{static_cast<compute_t<Hint>>(x)};
+    static_assert(std::is_arithmetic_v<D> && !std::is_same_v<D, bool>,
+                  "kiln: operands must be tensors, expressions or arithmetic scalars");
+    if constexpr (std::is_void_v<Hint>) {
+      // no tensor operand to adopt a dtype from (e.g. where(m, 1.0f, 0.0f)): float or int32
+      using own = std::conditional_t<std::is_floating_point_v<D>, float, std::int32_t>;
+      return scalar_node<own>{static_cast<own>(x)};
+    } else {
+      static_assert(is_floating_v<Hint> || std::is_integral_v<D>,
+                    "kiln: a floating-point scalar with an integer tensor; convert the tensor with kiln::cast<float>(x)");
+      return scalar_node<Hint>{static_cast<compute_t<Hint>>(x)};
+    }
   }
 }
 
@@ -211,6 +218,19 @@ struct scalar_hint<X0, X...> {
   using type = typename decltype(pick())::type;
 };
 
+/// scalar_hint after skipping the first N operands (an op's conditions, e.g. where's mask).
+template <std::size_t N, class... X>
+struct hint_after : scalar_hint<X...> {};
+template <std::size_t N, class X0, class... X>
+  requires(N > 0)
+struct hint_after<N, X0, X...> : hint_after<N - 1, X...> {};
+
+template <class Op>
+constexpr std::size_t condition_operands() {
+  if constexpr (requires { Op::condition_operands; }) return Op::condition_operands;
+  else return 0;
+}
+
 template <class X>
 using node_t = decltype(to_node<float>(std::declval<X>()));
 
@@ -223,7 +243,7 @@ using node_t = decltype(to_node<float>(std::declval<X>()));
 template <class Op, class... X>
   requires(sizeof...(X) >= 1 && (operand<X> && ...) && (expression<X> || ...))
 auto map(X&&... x) {
-  using hint = typename detail::scalar_hint<X...>::type;
+  using hint = typename detail::hint_after<detail::condition_operands<Op>(), X...>::type;
   using node = detail::op_node<Op, decltype(detail::to_node<hint>(std::forward<X>(x)))...>;
   return node(detail::to_node<hint>(std::forward<X>(x))...);
 }

@@ -11,6 +11,7 @@ namespace kiln {
 
 struct where_op {
   static constexpr std::string_view name = "where";
+  static constexpr std::size_t condition_operands = 1;  // scalars adopt a's / b's dtype, not m's
   template <class M, class A, class B>
   using result_type = typename detail::common_value<A, B>::type;
 
@@ -22,7 +23,8 @@ struct where_op {
 };
 
 /// Chooses lane by lane: a where m is true, else b. m is a mask (a comparison) or an
-/// integer expression (non-zero = true); a and b are expressions or scalars of one dtype.
+/// integer expression (non-zero = true); a and b are expressions or scalars of one dtype
+/// (two scalars: float for floating literals, int32_t for integers).
 /// Example: `y = kiln::where(x > 0.0f, x, 0.0f);`
 template <expression M, operand A, operand B>
 auto where(M&& m, A&& a, B&& b) {
