@@ -8,6 +8,7 @@
 #include "kiln/ops/elementwise/clamp.hpp"
 #include "kiln/ops/elementwise/compare.hpp"
 #include "kiln/ops/elementwise/div.hpp"
+#include "kiln/ops/elementwise/erf.hpp"
 #include "kiln/ops/elementwise/exp.hpp"
 #include "kiln/ops/elementwise/gelu.hpp"
 #include "kiln/ops/elementwise/gelu_tanh.hpp"
