@@ -41,6 +41,10 @@ struct lane_traits<xsimd::batch<T, A>> {
     }
   }
 
+  static batch select(const typename batch::batch_bool_type& m, const batch& a, const batch& b) {
+    return xsimd::select(m, a, b);
+  }
+
   template <class F, class... Vs>
   static batch per_lane(F&& f, const batch& a, const Vs&... b) {
     return per_lane_impl(f, std::index_sequence_for<Vs...>{}, a, b...);
@@ -174,7 +178,7 @@ void stream(T* p, const V& value) {
   const cbatch<T, A> v = as_compute<T, A>(value);
   if constexpr (is_avx512<A>) {
     if constexpr (std::is_same_v<T, float>) _mm512_stream_ps(p, v);
-    else _mm512_stream_si512(reinterpret_cast<void*>(p), v);
+    else _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
   } else if constexpr (is_avx<A>) {
     if constexpr (std::is_same_v<T, float>) _mm256_stream_ps(p, v);
     else _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v);

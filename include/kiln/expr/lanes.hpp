@@ -31,17 +31,18 @@ struct lane_traits {
 template <class V>
 using scalar_of_t = typename lane_traits<V>::scalar_type;
 
-/// a where m is true, else b (lane by lane). The batch overload is found by ADL.
-template <class T>
-  requires std::is_arithmetic_v<T>
-constexpr T select(bool m, const T& a, const T& b) {
-  return m ? a : b;
-}
-
 /// Converts any mask (or integer treated as one) into the mask type that selects V.
 template <class V, class M>
 auto mask_for(const M& m) {
   return lane_traits<V>::mask_for(m);
+}
+
+/// a where m is true, else b, lane by lane. m may be any mask (a comparison of another
+/// dtype, or an integer value: non-zero is true). Callable qualified or unqualified.
+template <class M, class V>
+V select(const M& m, const V& a, const V& b) {
+  if constexpr (std::is_arithmetic_v<V>) return mask_for<V>(m) ? a : b;
+  else return lane_traits<V>::select(mask_for<V>(m), a, b);
 }
 
 /// f(a, b...) lane by lane: the escape hatch for ops without a vector spelling.

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kiln/expr/lanes.hpp"
+#include "kiln/ops/elementwise/erf.hpp"
 #include "kiln/expr/node.hpp"
 
 namespace kiln {
@@ -16,8 +17,7 @@ struct gelu_op {
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {
-    using std::erf;
-    return V(0.5f) * a * (V(1.0f) + erf(a * V(0.70710678118654752f)));
+    return V(0.5f) * a * (V(1.0f) + detail::erf_approx(a * V(0.70710678118654752f)));
   }
   static constexpr std::string_view glsl = "(0.5 * {0} * (1.0 + kiln_erf({0} * 0.70710678118654752)))";
 };

@@ -17,7 +17,7 @@ struct where_op {
 
   template <class M, class V>
   static V apply(const M& m, const V& a, const V& b) {
-    return select(mask_for<V>(m), a, b);
+    return select(m, a, b);
   }
   static constexpr std::string_view glsl = "({0} ? {1} : {2})";
 };

@@ -1,0 +1,156 @@
+// benchmarks/bench_support.hpp — what every kiln benchmark binary shares: the default
+// run settings (wall time, 0.5 s, 9 repetitions, medians), the byte-rate counters, the
+// two-thread range split used by the peers, and the check that a variant's output is right
+// before it is timed.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace kiln_bench {
+
+using index = std::int64_t;
+
+/// Per-benchmark settings: wall time, since the work runs on OpenMP threads too. The
+/// run length, repetitions and median-only output are defaults of the command line
+/// instead (see run_main), so that flags can shorten a smoke run and names stay short.
+inline benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b) {
+  return b->UseRealTime();
+}
+
+/// Reports bytes per iteration as Google Benchmark's bytes_per_second (printed in 2^30
+/// units) and as counter "GB" (10^9 bytes per second, the unit of shared/baselines.md).
+inline void set_bytes(benchmark::State& state, double bytes_per_iteration) {
+  const double total = bytes_per_iteration * static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<std::int64_t>(total));
+  state.counters["GB"] = benchmark::Counter(total / 1e9, benchmark::Counter::kIsRate);
+}
+
+/// Runs f(begin, end) on `threads` OpenMP threads over [0, n), split into contiguous
+/// chunks whose starts are multiples of 64 elements (cache-line and vector aligned),
+/// the same split kiln's CPU loop uses. One parallel region per call.
+template <class F>
+void split_range(index n, int threads, F&& f) {
+#if defined(_OPENMP)
+  if (threads > 1) {
+#pragma omp parallel num_threads(threads)
+    {
+      const index m = omp_get_num_threads(), t = omp_get_thread_num();
+      const index per = ((n + m - 1) / m + 63) / 64 * 64;
+      const index b = std::min(n, t * per), e = std::min(n, b + per);
+      if (b < e) f(b, e);
+    }
+    return;
+  }
+#endif
+  (void)threads;
+  f(index(0), n);
+}
+
+/// Thread counts to register: 2-thread variants only exist when OpenMP is on (without it
+/// every "2T" variant would silently run on one thread).
+inline std::vector<int> thread_counts() {
+#if defined(_OPENMP)
+  return {1, 2};
+#else
+  return {1};
+#endif
+}
+
+/// n floats, uniform in [lo, hi), reproducible per seed.
+inline std::vector<float> random_floats(std::size_t n, float lo, float hi, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+/// Indices a check samples: both ends, both sides of the two-thread split point, and a
+/// stride that lands in every vector lane position and every thread's chunk.
+inline std::vector<index> sample_indices(index n) {
+  std::vector<index> idx;
+  const index half = ((n + 1) / 2 + 63) / 64 * 64;
+  for (index i : {index(0), index(1), index(15), index(16), half - 1, half, half + 1, n - 2, n - 1}) {
+    if (i >= 0 && i < n) idx.push_back(i);
+  }
+  for (index i = 7; i < n; i += 4093) idx.push_back(i);
+  return idx;
+}
+
+/// The result of checking one variant, shared by every call of its benchmark function
+/// (Google Benchmark calls it once per repetition and per iteration-count probe).
+struct verdict {
+  bool checked = false;
+  std::string error;  // empty: correct
+};
+
+/// Poisons out with NaN, runs the variant once, and compares sampled elements with a
+/// double-precision reference: |got - ref| <= abs_tol + rel_tol * |ref|. Returns an error
+/// message naming the first wrong element, or "" when all agree.
+template <class Run, class Ref>
+std::string check_output(float* out, index n, Run&& run, Ref&& reference, double abs_tol = 2e-6,
+                         double rel_tol = 2e-5) {
+  std::fill_n(out, n, std::nanf(""));
+  run();
+  for (index i : sample_indices(n)) {
+    const double want = reference(i);
+    const double got = out[i];
+    if (!(std::abs(got - want) <= abs_tol + rel_tol * std::abs(want))) {
+      char msg[160];
+      std::snprintf(msg, sizeof msg, "wrong result at element %lld of %lld: got %.9g, expected %.9g",
+                    static_cast<long long>(i), static_cast<long long>(n), got, want);
+      return msg;
+    }
+  }
+  return {};
+}
+
+/// Checks a variant once (the first time its benchmark runs); afterwards reports the
+/// stored verdict. Returns false, after SkipWithError, when the variant is wrong.
+template <class Check>
+bool verified(benchmark::State& state, verdict& v, Check&& check) {
+  if (!v.checked) {
+    v.error = check();
+    v.checked = true;
+  }
+  if (!v.error.empty()) {
+    state.SkipWithError(v.error.c_str());
+    return false;
+  }
+  return true;
+}
+
+/// main() for a benchmark binary. A measurement by default: at least 0.5 s per
+/// repetition, 9 repetitions, only the aggregates (mean, median, stddev, cv) printed.
+/// These go in as flags ahead of the user's, so that a later flag wins
+/// (e.g. --benchmark_min_time=0.01 --benchmark_repetitions=1 for a smoke run).
+inline int run_main(int argc, char** argv, void (*register_all)()) {
+  static char min_time[] = "--benchmark_min_time=0.5";
+  static char repetitions[] = "--benchmark_repetitions=9";
+  static char aggregates[] = "--benchmark_report_aggregates_only=true";
+  std::vector<char*> args{argv[0], min_time, repetitions, aggregates};
+  args.insert(args.end(), argv + 1, argv + argc);
+  int n = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace kiln_bench
