@@ -62,4 +62,19 @@ auto is_nan(const V& v) {
   }
 }
 
+namespace detail {
+
+/// p / q to within ~2 ulp, cheaper than a vector division: the hardware reciprocal
+/// estimate (found by ADL for batches) refined by one Newton step. Scalars divide.
+template <class V>
+V divide_approx(const V& p, const V& q) {
+  if constexpr (std::is_arithmetic_v<V>) {
+    return p / q;
+  } else {
+    const V r0 = reciprocal(q);
+    return p * (r0 * (V(2.0f) - q * r0));
+  }
+}
+
+}  // namespace detail
 }  // namespace kiln

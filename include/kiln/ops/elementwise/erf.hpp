@@ -1,7 +1,7 @@
 // kiln/ops/elementwise/erf.hpp — the error function, as a branch-free rational
 // approximation that vectorises well (max relative error ~3.3e-7 over all floats):
 //   erf(x) = x * P(x^2) / Q(x^2) for |x| < 3.92; beyond, erf(x) rounds to ±1 in float.
-// Coefficients from scripts/fit_erf.py. The same formula runs in SIMD lanes, scalar
+// Coefficients from scripts/fit_rational.py. The same formula runs in SIMD lanes, scalar
 // tails and GLSL (kiln_erf), so every backend rounds alike.
 #pragma once
 
@@ -33,7 +33,7 @@ V erf_approx(const V& x) {
   q = fma(q, t, V(4.975335208e-01f));
   q = fma(q, t, V(1.0f));
   // beyond 3.92, erf rounds to ±1 in float: return it exactly (the fit is 3e-7 off there)
-  return select(c <= V(-3.92f), V(-1.0f), select(V(3.92f) <= c, V(1.0f), c * p / q));
+  return select(c <= V(-3.92f), V(-1.0f), select(V(3.92f) <= c, V(1.0f), c * divide_approx(p, q)));
 }
 
 /// The same formula in GLSL (prepended to generated shaders that use kiln_erf).

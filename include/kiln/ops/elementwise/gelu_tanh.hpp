@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kiln/expr/lanes.hpp"
+#include "kiln/ops/elementwise/tanh.hpp"
 #include "kiln/expr/node.hpp"
 
 namespace kiln {
@@ -16,10 +17,9 @@ struct gelu_tanh_op {
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {
-    using std::tanh;
-    return V(0.5f) * a * (V(1.0f) + tanh(V(0.79788456080286536f) * (a + V(0.044715f) * a * a * a)));
+    return V(0.5f) * a * (V(1.0f) + detail::tanh_approx(V(0.79788456080286536f) * (a + V(0.044715f) * a * a * a)));
   }
-  static constexpr std::string_view glsl = "(0.5 * {0} * (1.0 + tanh(0.79788456080286536 * ({0} + 0.044715 * {0} * {0} * {0}))))";
+  static constexpr std::string_view glsl = "(0.5 * {0} * (1.0 + kiln_tanh(0.79788456080286536 * ({0} + 0.044715 * {0} * {0} * {0}))))";
 };
 
 /// Elementwise GELU, tanh approximation: x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))). Dtypes: f32, f16, bf16 (integers fail to compile: cast first).
