@@ -1,8 +1,8 @@
 // kiln/cpu/evaluate.hpp — an expression tree -> one pass over the output.
 //
-// The output range is split into per-thread chunks aligned to 64 elements. Dimensions
-// that every operand walks the same way are merged first, so that most statements are
-// one long row (contiguous), or rows of a bias/row broadcast. Each row runs an xsimd
+// The output range is split into per-thread chunks aligned to 64 elements, over the
+// collapsed iteration space of expr/layout.hpp (most statements are one long row, or
+// rows of a bias/row broadcast). Each row runs an xsimd
 // loop over full batches and a scalar tail. Leaves whose innermost stride is 1 are
 // vector loads; stride 0 is a broadcast register; anything else is gathered. Large
 // contiguous float/int32 outputs use streaming (non-temporal) stores. No allocation.
@@ -21,6 +21,7 @@
 #include "kiln/cpu/simd.hpp"
 #include "kiln/expr/assign.hpp"
 #include "kiln/expr/convert.hpp"
+#include "kiln/expr/layout.hpp"
 #include "kiln/expr/node.hpp"
 #include "kiln/expr/traverse.hpp"
 
@@ -31,18 +32,10 @@ inline constexpr index_t min_parallel_elements = index_t(1) << 15;
 /// Outputs at least this large bypass the cache: they will not be read back from it soon.
 inline constexpr std::size_t stream_min_bytes = std::size_t(16) << 20;
 
-/// Collapsed iteration space: extents and strides of the output (operand 0) and each leaf.
-template <std::size_t L>
-struct layout {
-  int rank = 0;
-  index_t extent[max_rank] = {};
-  index_t stride[L + 1][max_rank] = {};
-};
-
 /// Hands out the leaves' strides in for_each_leaf order while a tree is bound.
 template <std::size_t L>
 struct cursor {
-  const layout<L>* lay;
+  const iteration_layout<L>* lay;
   std::size_t next = 1;
   const index_t* take() { return lay->stride[next++]; }
 };
@@ -165,7 +158,7 @@ void run_row(Ev& ev, T* orow, index_t oin, index_t len, bool stream) {
 }
 
 template <class A, bool Contig, std::size_t L, class T, class N>
-void run_range(const layout<L>& lay, T* out, const N& n, index_t begin, index_t end, bool stream) {
+void run_range(const iteration_layout<L>& lay, T* out, const N& n, index_t begin, index_t end, bool stream) {
   cursor<L> cur{&lay};
   bound<A, N> ev(n, cur);
   const int r = lay.rank;
@@ -199,41 +192,10 @@ template <class Arch, class T, class N>
 void cpu_evaluate(const cpu_state& state, const tensor<T, cpu<Arch>>& out, const N& n) {
   using namespace cpu_loop;
   constexpr std::size_t L = leaf_count_v<N>;
-  const shape& s = out.shape();
-  const int r = s.rank();
-
-  // Strides of every operand over the output's dimensions: [0] output, [1..L] leaves.
-  index_t st[L + 1][max_rank] = {};
-  for (int d = 0; d < r; ++d) st[0][d] = out.strides()[d];
-  std::size_t k = 1;
-  for_each_leaf(n, [&](const auto& in) {
-    const strides b = broadcast_strides(in, s);
-    for (int d = 0; d < r; ++d) st[k][d] = b[d];
-    ++k;
-  });
-
-  // Merge dimension d into the previous kept one when every operand steps over both as one.
-  layout<L> lay;
-  for (int d = 0; d < r; ++d) {
-    if (s[d] == 1) continue;
-    bool merge = lay.rank > 0;
-    for (std::size_t o = 0; merge && o <= L; ++o) merge = lay.stride[o][lay.rank - 1] == st[o][d] * s[d];
-    if (merge) {
-      lay.extent[lay.rank - 1] *= s[d];
-      for (std::size_t o = 0; o <= L; ++o) lay.stride[o][lay.rank - 1] = st[o][d];
-    } else {
-      lay.extent[lay.rank] = s[d];
-      for (std::size_t o = 0; o <= L; ++o) lay.stride[o][lay.rank] = st[o][d];
-      ++lay.rank;
-    }
-  }
-  if (lay.rank == 0) {
-    lay.rank = 1;
-    lay.extent[0] = 1;
-  }
+  const auto lay = make_layout(out, n);
 
   bool contig = true;
-  for (std::size_t o = 0; o <= L; ++o) contig = contig && lay.stride[o][lay.rank - 1] == 1;
+  for (std::size_t o = 0; o <= L; ++o) contig = contig && lay.unit_inner(o);
   const index_t total = out.numel();
   const bool stream = contig && simd::enabled<Arch> && simd::can_stream<Arch, T> &&
                       std::size_t(total) * sizeof(T) >= stream_min_bytes;
