@@ -40,11 +40,11 @@ V erf_approx(const V& x) {
 inline constexpr std::string_view erf_glsl = R"(float kiln_erf(float x) {
   float c = x < -4.0 ? -4.0 : (4.0 < x ? 4.0 : x);
   float t = c * c;
-  float p = fma(fma(fma(fma(fma(fma(-1.336023885e-08, t, 4.715110270e-06), t, 3.808589942e-04), t,
+  float num = fma(fma(fma(fma(fma(fma(-1.336023885e-08, t, 4.715110270e-06), t, 3.808589942e-04), t,
                 3.856478083e-03), t, 5.435400415e-02), t, 1.852799982e-01), t, 1.128379168e+00);
-  float q = fma(fma(fma(fma(fma(6.340349108e-05, t, 1.310691098e-03), t, 1.547984330e-02), t,
+  float den = fma(fma(fma(fma(fma(6.340349108e-05, t, 1.310691098e-03), t, 1.547984330e-02), t,
                 1.140140140e-01), t, 4.975335208e-01), t, 1.0);
-  return c <= -3.92 ? -1.0 : (3.92 <= c ? 1.0 : c * p / q);
+  return c <= -3.92 ? -1.0 : (3.92 <= c ? 1.0 : c * num / den);
 }
 )";
 

@@ -40,11 +40,11 @@ V tanh_approx(const V& x) {
 inline constexpr std::string_view tanh_glsl = R"(float kiln_tanh(float x) {
   float c = x < -9.0 ? -9.0 : (9.0 < x ? 9.0 : x);
   float t = c * c;
-  float p = fma(fma(fma(fma(fma(fma(8.521138761e-10, t, 1.342871881e-06), t, 2.261101841e-04), t,
+  float num = fma(fma(fma(fma(fma(fma(8.521138761e-10, t, 1.342871881e-06), t, 2.261101841e-04), t,
                 7.953805427e-03), t, 3.142073201e-02), t, -1.588731673e-01), t, 9.999999957e-01);
-  float q = fma(fma(fma(fma(fma(fma(5.025660470e-08, t, 2.144024475e-05), t, 1.631351422e-03), t,
+  float den = fma(fma(fma(fma(fma(fma(5.025660470e-08, t, 2.144024475e-05), t, 1.631351422e-03), t,
                 2.407407976e-02), t, -4.375895260e-02), t, 1.744600569e-01), t, 1.0);
-  return c <= -9.0 ? -1.0 : (9.0 <= c ? 1.0 : c * p / q);
+  return c <= -9.0 ? -1.0 : (9.0 <= c ? 1.0 : c * num / den);
 }
 )";
 

@@ -1,0 +1,612 @@
+// kiln/vulkan/codegen.hpp — an expression tree -> one GLSL compute shader.
+//
+// Pure text generation (no Vulkan headers), so it is tested without a device. The
+// generated source depends only on what must be compiled in: the expression's types and
+// op bodies, the collapsed rank, how each operand is indexed (linear, constant or
+// strided), which leaves share a buffer or a whole view, and the vec4 variant. Everything
+// else — element count, offsets, extents, strides and scalar values — goes into push
+// constants, so new sizes and scalar values reuse the compiled kernel. The source is the
+// cache key.
+//
+// Shader shape: bindings 0..B-1 are the distinct buffers (the output first); one push
+// constant block; `kiln_compute(leaves...)` is the expression for one element (each op one
+// statement, repeated sub-expressions computed once); main() runs a grid-stride loop, one
+// element per step, or four (vec4 loads/stores) when every operand is linear and aligned.
+#pragma once
+
+#include <bit>  // std::bit_cast
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/expr/layout.hpp"
+#include "kiln/expr/node.hpp"
+#include "kiln/expr/traverse.hpp"
+#include "kiln/ops/elementwise/erf.hpp"
+#include "kiln/ops/elementwise/tanh.hpp"
+
+namespace kiln::detail::vk {
+
+/// How generated code indexes an operand, given the output's linear index i.
+enum class access : std::uint8_t {
+  linear,    // element offset + i
+  constant,  // one element for the whole statement (stride 0 everywhere)
+  strided,   // offset + sum(index_d * stride_d) over the collapsed dimensions
+};
+
+/// One operand (output first, then leaves in for_each_leaf order) as the shader sees it.
+struct operand_plan {
+  dtype type = dtype::f32;
+  std::uint32_t binding = 0;  // buffer binding (operands sharing storage share it)
+  access how = access::linear;
+  int same_as = -1;           // leaves only: an earlier leaf reading the very same view
+};
+
+/// What a kernel is compiled for (everything but the values that go in push constants).
+struct kernel_plan {
+  int rank = 1;                       // collapsed rank
+  bool vec4 = false;                  // four elements per step, vec4 loads and stores
+  std::vector<operand_plan> operands; // [0] output, [1..] leaves
+  std::uint32_t bindings = 0;
+};
+
+/// Everything but the source: the runtime values for one dispatch.
+struct kernel_args {
+  std::vector<std::uint32_t> push;  // the push-constant block, word by word
+  std::uint64_t elements = 0;       // output elements
+};
+
+/// A generated kernel.
+struct kernel_source {
+  std::string glsl;        // the cache key
+  std::string expression;  // e.g. "gelu(add(mul(a, b), c))"
+  kernel_plan plan;
+};
+
+inline std::string_view glsl_storage_type(dtype t) {
+  switch (t) {
+    case dtype::f32: return "float";
+    case dtype::f16: return "float16_t";
+    case dtype::bf16: return "uint16_t";
+    case dtype::i8: return "int8_t";
+    case dtype::i32: return "int";
+    case dtype::u8: return "uint8_t";
+    case dtype::mask: break;
+  }
+  return "uint8_t";
+}
+
+template <class T>
+constexpr std::string_view glsl_compute_type() {
+  if constexpr (std::is_same_v<T, bool>) return "bool";
+  else if constexpr (is_floating_v<T>) return "float";
+  else return "int";
+}
+
+/// GLSL expression converting a stored value (text `x`) of dtype t to its compute type.
+inline std::string glsl_load(dtype t, const std::string& x) {
+  switch (t) {
+    case dtype::f32:
+    case dtype::i32: return x;
+    case dtype::f16: return "float(" + x + ")";
+    case dtype::bf16: return "uintBitsToFloat(uint(" + x + ") << 16)";
+    case dtype::i8:
+    case dtype::u8: return "int(" + x + ")";
+    case dtype::mask: break;
+  }
+  return x;
+}
+
+/// GLSL expression converting compute value `v` (of GLSL type `from`) to dtype t's storage.
+inline std::string glsl_store(dtype t, std::string_view from, const std::string& v) {
+  const std::string x = from == "bool" ? "(" + v + " ? 1 : 0)" : v;
+  switch (t) {
+    case dtype::f32:
+    case dtype::i32: return x;
+    case dtype::f16: return "float16_t(" + x + ")";
+    case dtype::bf16: return "kiln_to_bf16(" + x + ")";
+    case dtype::i8: return "int8_t(" + x + ")";
+    case dtype::u8: return "uint8_t(" + x + ")";
+    case dtype::mask: break;
+  }
+  return x;
+}
+
+inline constexpr std::string_view bf16_glsl = R"(uint16_t kiln_to_bf16(float v) {
+  uint x = floatBitsToUint(v);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);
+  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+)";
+
+inline constexpr std::string_view pow_glsl = R"(float kiln_pow(float x, float y) {
+  if (y == 0.0 || x == 1.0) return 1.0;
+  if (isnan(x) || isnan(y)) return x + y;
+  float r = x == 0.0 ? (y > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u)) : pow(abs(x), y);
+  if (x < 0.0) {
+    if (floor(y) != y) return uintBitsToFloat(0x7fc00000u);
+    if (mod(y, 2.0) == 1.0) r = -r;
+  }
+  return r;
+}
+)";
+
+/// Saturating float -> integer (truncate toward zero; NaN -> 0), as detail::convert_value.
+inline constexpr std::string_view f2i_glsl = R"(int kiln_f2i(float v, float lo, float hi) {
+  return isnan(v) ? 0 : int(clamp(v, lo, hi));
+}
+)";
+
+/// Accumulates the body of kiln_compute while walking the tree.
+class emitter {
+ public:
+  explicit emitter(const kernel_plan& plan) : plan_(plan) {}
+
+  std::string body;       // statements of kiln_compute
+  std::string expression; // readable form
+  std::vector<std::string> scalar_types;  // GLSL type of each push-constant scalar
+  bool uses_erf = false, uses_tanh = false, uses_pow = false, uses_f2i = false;
+
+  template <class N>
+  std::string emit(const N& n, std::string& readable) {
+    if constexpr (requires { n.t; }) {
+      const std::size_t k = next_leaf_++;
+      const int same = plan_.operands[1 + k].same_as;
+      const std::size_t id = same >= 0 ? std::size_t(same) : k;
+      readable = leaf_name(id);
+      return "l" + std::to_string(id);
+    } else if constexpr (requires { n.value; }) {
+      using V = typename N::value_type;
+      const std::size_t j = scalar_types.size();
+      scalar_types.emplace_back(glsl_compute_type<V>());
+      readable = "s" + std::to_string(j);
+      return "p.s" + std::to_string(j);
+    } else if constexpr (requires { n.arg; }) {
+      using To = typename N::value_type;
+      using From = typename N::from_type;
+      std::string inner_r;
+      const std::string a = emit(n.arg, inner_r);
+      readable = "cast<" + std::string(dtype_name_v<To>) + ">(" + inner_r + ")";
+      return define(std::string(glsl_compute_type<To>()), cast_text<To, From>(a));
+    } else {
+      using Op = typename N::op_type;
+      using V = typename N::value_type;
+      std::vector<std::string> args, names;
+      std::vector<std::string_view> arg_types;
+      std::apply(
+          [&](const auto&... c) {
+            ((args.push_back(emit(c, names.emplace_back())),
+              arg_types.push_back(glsl_compute_type<typename std::remove_cvref_t<decltype(c)>::value_type>())),
+             ...);
+          },
+          n.args);
+      readable = std::string(Op::name) + "(";
+      for (std::size_t i = 0; i < names.size(); ++i) readable += (i ? ", " : "") + names[i];
+      readable += ")";
+      constexpr std::size_t conds = condition_operands<Op>();
+      for (std::size_t i = 0; i < conds && i < args.size(); ++i) {
+        if (arg_types[i] != "bool") args[i] = "(" + args[i] + " != 0)";
+      }
+      // the operand type decides int vs float spelling (comparisons yield bool)
+      const std::string_view operand_type = arg_types.empty() ? "float" : arg_types.back();
+      std::string_view body_text = Op::glsl;
+      if constexpr (requires { Op::glsl_int; }) {
+        if (operand_type == "int") body_text = Op::glsl_int;
+      }
+      const std::string text = substitute(body_text, args, operand_type);
+      uses_erf = uses_erf || text.find("kiln_erf(") != std::string::npos;
+      uses_tanh = uses_tanh || text.find("kiln_tanh(") != std::string::npos;
+      uses_pow = uses_pow || text.find("kiln_pow(") != std::string::npos;
+      return define(std::string(glsl_compute_type<V>()), text);
+    }
+  }
+
+  static std::string leaf_name(std::size_t id) {
+    std::string s;
+    do {
+      s.insert(s.begin(), char('a' + id % 26));
+      id /= 26;
+    } while (id-- > 0);
+    return s;
+  }
+
+ private:
+  std::string define(const std::string& type, const std::string& text) {
+    const std::string key = type + " " + text;
+    if (auto it = cse_.find(key); it != cse_.end()) return it->second;  // computed once
+    const std::string name = "v" + std::to_string(cse_.size());
+    body += "  " + type + " " + name + " = " + text + ";\n";
+    cse_.emplace(key, name);
+    return name;
+  }
+
+  static std::string substitute(std::string_view body, const std::vector<std::string>& args, std::string_view type) {
+    std::string out;
+    for (std::size_t i = 0; i < body.size(); ++i) {
+      if (body[i] == '{') {
+        const std::size_t close = body.find('}', i);
+        if (close == std::string_view::npos) throw shader_error("kiln: unbalanced '{' in an op's glsl body: " + std::string(body));
+        const std::string_view tag = body.substr(i + 1, close - i - 1);
+        if (tag == "T") {
+          out += type;
+        } else {
+          const std::size_t k = static_cast<std::size_t>(std::stoul(std::string(tag)));
+          if (k >= args.size()) {
+            throw shader_error("kiln: op glsl body refers to {" + std::string(tag) + "} but has " +
+                               std::to_string(args.size()) + " operands: " + std::string(body));
+          }
+          out += args[k];
+        }
+        i = close;
+      } else {
+        out += body[i];
+      }
+    }
+    return out;
+  }
+
+  template <class To, class From>
+  std::string cast_text(const std::string& a) {
+    if constexpr (std::is_same_v<From, bool>) {
+      return "(" + a + " ? " + (is_floating_v<To> ? "1.0" : "1") + " : " + (is_floating_v<To> ? "0.0" : "0") + ")";
+    } else if constexpr (std::is_same_v<To, float>) {
+      return "float(" + a + ")";
+    } else if constexpr (std::is_same_v<To, half>) {
+      return "float(float16_t(float(" + a + ")))";
+    } else if constexpr (std::is_same_v<To, bfloat16>) {
+      return "uintBitsToFloat(uint(kiln_to_bf16(float(" + a + "))) << 16)";
+    } else if constexpr (is_floating_v<From>) {
+      uses_f2i = true;
+      return "kiln_f2i(" + a + ", " + float_literal(int_lo<To>()) + ", " + float_literal(int_hi<To>()) + ")";
+    } else if constexpr (std::is_same_v<To, std::int8_t>) {
+      return "int(int8_t(" + a + "))";
+    } else if constexpr (std::is_same_v<To, std::uint8_t>) {
+      return "int(uint8_t(" + a + "))";
+    } else {
+      return a;
+    }
+  }
+
+  static std::string float_literal(float v) { return std::to_string(static_cast<double>(v)); }
+
+  const kernel_plan& plan_;
+  std::size_t next_leaf_ = 0;
+  std::map<std::string, std::string> cse_;
+};
+
+/// Chooses how each operand is indexed, which leaves share bindings and views, and
+/// whether the vec4 variant applies. `same_storage(i, j)` / `same_view(i, j)` say whether
+/// operands i and j (0 = output) share a buffer / read the very same elements.
+template <std::size_t L, class SameStorage, class SameView>
+kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1], const index_t (&offsets)[L + 1],
+                      SameStorage&& same_storage, SameView&& same_view) {
+  kernel_plan plan;
+  plan.rank = lay.rank;
+  plan.operands.resize(L + 1);
+  for (std::size_t o = 0; o <= L; ++o) {
+    auto& op = plan.operands[o];
+    op.type = types[o];
+    if (lay.constant(o) && o > 0) {
+      op.how = access::constant;
+    } else {
+      bool linear = true;
+      index_t expect = 1;
+      for (int d = lay.rank - 1; d >= 0 && linear; --d) {
+        linear = lay.extent[d] == 1 || lay.stride[o][d] == expect;
+        expect *= lay.extent[d];
+      }
+      op.how = linear ? access::linear : access::strided;
+    }
+    op.binding = plan.bindings;
+    for (std::size_t q = 0; q < o; ++q) {
+      if (same_storage(q, o)) {
+        op.binding = plan.operands[q].binding;
+        break;
+      }
+    }
+    if (op.binding == plan.bindings) ++plan.bindings;
+    if (o > 0) {
+      for (std::size_t q = 1; q < o; ++q) {
+        if (plan.operands[q].same_as < 0 && same_view(q, o)) {
+          op.same_as = static_cast<int>(q - 1);
+          break;
+        }
+      }
+    }
+  }
+  // vec4: every operand linear or constant, 4-element aligned, of a dtype with a vec4 form
+  bool v4 = true;
+  for (std::size_t o = 0; o <= L && v4; ++o) {
+    const auto& op = plan.operands[o];
+    const bool vec_type = op.type == dtype::f32 || op.type == dtype::i32 || op.type == dtype::f16;
+    v4 = op.how == access::constant || (op.how == access::linear && vec_type && offsets[o] % 4 == 0);
+  }
+  plan.vec4 = v4 && types[0] != dtype::u8;
+  return plan;
+}
+
+/// The GLSL source of node n under plan. Throws kiln::shader_error for a malformed op body.
+template <class T, class N>
+kernel_source generate(const N& n, const kernel_plan& plan) {
+  constexpr std::size_t L = leaf_count_v<N>;
+  emitter em(plan);
+  std::string readable;
+  const std::string result = em.emit(n, readable);
+  using V = typename N::value_type;
+  const std::string_view result_type = glsl_compute_type<V>();
+
+  bool f16 = false, b16 = false, i8 = false;
+  for (const auto& op : plan.operands) {
+    f16 = f16 || op.type == dtype::f16;
+    b16 = b16 || op.type == dtype::bf16;
+    i8 = i8 || op.type == dtype::i8 || op.type == dtype::u8;
+  }
+  const bool any_strided = [&] {
+    for (const auto& op : plan.operands)
+      if (op.how == access::strided) return true;
+    return false;
+  }();
+
+  std::string s;
+  s += "#version 450\n";
+  s += "// kiln generated kernel: " + readable + "\n";
+  s += "// operands: out " + std::string(name(plan.operands[0].type));
+  for (std::size_t k = 0; k < L; ++k) {
+    s += ", " + emitter::leaf_name(k) + " " + std::string(name(plan.operands[1 + k].type));
+  }
+  s += "; rank " + std::to_string(plan.rank) + (plan.vec4 ? "; vec4" : "") + "\n";
+  if (f16 || b16) s += "#extension GL_EXT_shader_16bit_storage : require\n";
+  if (f16) s += "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n";
+  if (b16) s += "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n";
+  if (i8) {
+    s += "#extension GL_EXT_shader_8bit_storage : require\n";
+    s += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n";
+  }
+  s += "layout(local_size_x_id = 0) in;\n\n";
+
+  // Buffers: one per binding; declared with the first operand's dtype using it.
+  std::vector<bool> declared(plan.bindings, false);
+  for (std::size_t o = 0; o <= L; ++o) {
+    const auto& op = plan.operands[o];
+    if (declared[op.binding]) continue;
+    declared[op.binding] = true;
+    const std::string b = std::to_string(op.binding);
+    std::string qual = "readonly ";
+    if (op.binding == plan.operands[0].binding) {
+      qual = "writeonly ";
+      for (std::size_t q = 1; q <= L; ++q)
+        if (plan.operands[q].binding == op.binding) qual = "";  // read in place too
+    }
+    const std::string_view st = glsl_storage_type(op.type);
+    s += "layout(std430, set = 0, binding = " + b + ") " + qual + "buffer kiln_buf" + b + " { " + std::string(st) +
+         " kiln_b" + b + "[]; };\n";
+    if (plan.vec4) {
+      const std::string vt = op.type == dtype::f32 ? "vec4" : op.type == dtype::i32 ? "ivec4" : "f16vec4";
+      s += "layout(std430, set = 0, binding = " + b + ") " + qual + "buffer kiln_vbuf" + b + " { " + vt + " kiln_v" +
+           b + "[]; };\n";
+    }
+  }
+  // Leaves of another dtype on a shared binding need their own (aliased) declaration.
+  for (std::size_t o = 1; o <= L; ++o) {
+    const auto& op = plan.operands[o];
+    for (std::size_t q = 0; q < o; ++q) {
+      if (plan.operands[q].binding == op.binding && plan.operands[q].type != op.type) {
+        throw shader_error("kiln: one buffer read as two dtypes in one expression is not supported");
+      }
+    }
+  }
+
+  // Push constants: element count, per-operand offsets, extents and strides (strided
+  // operands only), then the scalars.
+  s += "\nlayout(push_constant) uniform kiln_params {\n  uint n;\n";
+  for (std::size_t o = 0; o <= L; ++o) s += "  uint off" + std::to_string(o) + ";\n";
+  if (any_strided) {
+    for (int d = 0; d < plan.rank; ++d) s += "  uint ext" + std::to_string(d) + ";\n";
+    for (std::size_t o = 0; o <= L; ++o) {
+      if (plan.operands[o].how != access::strided) continue;
+      for (int d = 0; d < plan.rank; ++d) s += "  int st" + std::to_string(o) + "_" + std::to_string(d) + ";\n";
+    }
+  }
+  for (std::size_t j = 0; j < em.scalar_types.size(); ++j) {
+    s += "  " + em.scalar_types[j] + " s" + std::to_string(j) + ";\n";
+  }
+  s += "} p;\n\n";
+
+  if (em.uses_erf) s += erf_glsl;
+  if (em.uses_tanh) s += tanh_glsl;
+  if (em.uses_pow) s += pow_glsl;
+  if (em.uses_f2i) s += f2i_glsl;
+  if (b16) s += bf16_glsl;
+
+  // kiln_compute: the expression for one element, from its (unique) leaf values.
+  s += std::string(result_type) + " kiln_compute(";
+  bool first = true;
+  std::size_t k = 0;
+  for_each_leaf(n, [&](const auto& t) {
+    using U = typename std::remove_cvref_t<decltype(t)>::value_type;
+    if (plan.operands[1 + k].same_as < 0) {
+      s += std::string(first ? "" : ", ") + std::string(glsl_compute_type<U>()) + " l" + std::to_string(k);
+      first = false;
+    }
+    ++k;
+  });
+  s += ") {\n" + em.body + "  return " + result + ";\n}\n\n";
+
+  // Index of operand o for output element i (text), and the list of unique leaves.
+  auto index_of = [&](std::size_t o, const std::string& i) -> std::string {
+    const std::string off = "p.off" + std::to_string(o);
+    switch (plan.operands[o].how) {
+      case access::linear: return off + " + " + i;
+      case access::constant: return off;
+      case access::strided: {
+        std::string e = "uint(int(" + off + ")";
+        for (int d = 0; d < plan.rank; ++d) {
+          e += " + int(c" + std::to_string(d) + ") * p.st" + std::to_string(o) + "_" + std::to_string(d);
+        }
+        return e + ")";
+      }
+    }
+    return off;
+  };
+  std::vector<std::size_t> unique;
+  for (std::size_t q = 1; q <= L; ++q)
+    if (plan.operands[q].same_as < 0) unique.push_back(q);
+
+  s += "void main() {\n";
+  s += "  uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;\n";
+  if (plan.vec4) {
+    s += "  uint quads = p.n / 4u;\n";
+    s += "  for (uint q = gl_GlobalInvocationID.x; q < quads; q += step) {\n";
+    for (std::size_t q : unique) {
+      const auto& op = plan.operands[q];
+      const std::string b = std::to_string(op.binding), o = std::to_string(q);
+      if (op.how == access::constant) {
+        s += "    " + std::string(op.type == dtype::i32 ? "int" : "float") + " l" + std::to_string(q - 1) + "s = " +
+             glsl_load(op.type, "kiln_b" + b + "[p.off" + o + "]") + ";\n";
+      } else {
+        const std::string vt = op.type == dtype::i32 ? "ivec4" : "vec4";
+        s += "    " + vt + " l" + std::to_string(q - 1) + "v = " + vt + "(kiln_v" + b + "[p.off" + o + " / 4u + q]);\n";
+      }
+    }
+    const std::string out_vt = plan.operands[0].type == dtype::i32 ? "ivec4" : "vec4";
+    s += "    " + out_vt + " r;\n";
+    for (int lane = 0; lane < 4; ++lane) {
+      const char c = "xyzw"[lane];
+      s += "    r." + std::string(1, c) + " = kiln_compute(";
+      for (std::size_t u = 0; u < unique.size(); ++u) {
+        const std::size_t q = unique[u];
+        s += (u ? ", " : "") + ("l" + std::to_string(q - 1)) +
+             (plan.operands[q].how == access::constant ? "s" : "v." + std::string(1, c));
+      }
+      s += ");\n";
+    }
+    const std::string b0 = std::to_string(plan.operands[0].binding);
+    const std::string store = plan.operands[0].type == dtype::f16 ? "f16vec4(r)" : "r";
+    s += "    kiln_v" + b0 + "[p.off0 / 4u + q] = " + store + ";\n  }\n";
+    s += "  uint tail = quads * 4u + gl_GlobalInvocationID.x;\n";
+    s += "  if (gl_GlobalInvocationID.x < p.n % 4u) {\n    uint i = tail;\n";
+  } else {
+    s += "  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += step) {\n";
+  }
+  if (any_strided) {
+    s += "    uint rest = i;\n";
+    for (int d = plan.rank - 1; d >= 0; --d) {
+      const std::string ds = std::to_string(d);
+      if (d > 0) s += "    uint c" + ds + " = rest % p.ext" + ds + "; rest /= p.ext" + ds + ";\n";
+      else s += "    uint c0 = rest;\n";
+    }
+  }
+  for (std::size_t q : unique) {
+    const auto& op = plan.operands[q];
+    s += "    " + std::string(op.type == dtype::f32 || op.type == dtype::f16 || op.type == dtype::bf16 ? "float" : "int") +
+         " l" + std::to_string(q - 1) + " = " +
+         glsl_load(op.type, "kiln_b" + std::to_string(op.binding) + "[" + index_of(q, "i") + "]") + ";\n";
+  }
+  s += "    " + std::string(result_type) + " r = kiln_compute(";
+  for (std::size_t u = 0; u < unique.size(); ++u) s += (u ? ", l" : "l") + std::to_string(unique[u] - 1);
+  s += ");\n";
+  s += "    kiln_b" + std::to_string(plan.operands[0].binding) + "[" + index_of(0, "i") +
+       "] = " + glsl_store(plan.operands[0].type, result_type, "r") + ";\n";
+  s += "  }\n}\n";
+
+  return kernel_source{std::move(s), std::move(readable), plan};
+}
+
+/// Calls f(scalar_node) for every scalar of n, in the order generate() numbers them.
+template <class N, class F>
+void for_each_scalar(const N& n, F&& f) {
+  if constexpr (requires { n.value; }) {
+    f(n);
+  } else if constexpr (requires { n.args; }) {
+    std::apply([&](const auto&... c) { (for_each_scalar(c, f), ...); }, n.args);
+  } else if constexpr (requires { n.arg; }) {
+    for_each_scalar(n.arg, f);
+  }
+}
+
+/// The push-constant words for one dispatch of a kernel generated for (n, plan).
+/// Throws kiln::shape_error when a count or offset does not fit the shader's 32 bits.
+template <std::size_t L, class N>
+kernel_args make_args(const iteration_layout<L>& lay, const index_t (&offsets)[L + 1], const kernel_plan& plan,
+                      const N& n) {
+  kernel_args a;
+  index_t total = 1;
+  for (int d = 0; d < lay.rank; ++d) total *= lay.extent[d];
+  a.elements = static_cast<std::uint64_t>(total);
+  auto word = [&](index_t v, const char* what) {
+    if (v < INT32_MIN || v > index_t(UINT32_MAX)) {
+      throw shape_error(std::string("kiln::vulkan: ") + what + " " + std::to_string(v) +
+                        " does not fit the 32-bit indexing of generated kernels");
+    }
+    a.push.push_back(static_cast<std::uint32_t>(v));
+  };
+  word(total, "element count");
+  for (std::size_t o = 0; o <= L; ++o) word(offsets[o], "element offset");
+  bool any_strided = false;
+  for (const auto& op : plan.operands) any_strided = any_strided || op.how == access::strided;
+  if (any_strided) {
+    for (int d = 0; d < lay.rank; ++d) word(lay.extent[d], "extent");
+    for (std::size_t o = 0; o <= L; ++o) {
+      if (plan.operands[o].how != access::strided) continue;
+      for (int d = 0; d < lay.rank; ++d) {
+        if (lay.stride[o][d] < INT32_MIN || lay.stride[o][d] > INT32_MAX) word(index_t(UINT32_MAX) + 1, "stride");
+        a.push.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(lay.stride[o][d])));
+      }
+    }
+  }
+  for_each_scalar(n, [&](const auto& sc) {
+    using C = std::remove_cvref_t<decltype(sc.value)>;
+    if constexpr (std::is_same_v<C, float>) a.push.push_back(std::bit_cast<std::uint32_t>(sc.value));
+    else a.push.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(sc.value)));
+  });
+  return a;
+}
+
+/// A statement's kernel: its source (the cache key) and this dispatch's arguments.
+struct kernel {
+  kernel_source source;
+  kernel_args args;
+};
+
+/// Plans and generates the kernel for `out = n` (shapes and aliasing already checked).
+template <class T, class B, class N>
+kernel make_kernel(const tensor<T, B>& out, const N& n) {
+  constexpr std::size_t L = leaf_count_v<N>;
+  const auto lay = make_layout(out, n);
+  dtype types[L + 1];
+  index_t offsets[L + 1];
+  const void* storage[L + 1];
+  strides views[L + 1];
+  types[0] = dtype_traits<T>::value;
+  offsets[0] = out.offset();
+  storage[0] = out.storage().get();
+  views[0] = out.strides();
+  std::size_t k = 1;
+  for_each_leaf(n, [&](const auto& t) {
+    using U = typename std::remove_cvref_t<decltype(t)>::value_type;
+    types[k] = dtype_traits<U>::value;
+    offsets[k] = t.offset();
+    storage[k] = t.storage().get();
+    views[k] = broadcast_strides(t, out.shape());
+    ++k;
+  });
+  auto same_storage = [&](std::size_t a, std::size_t b) { return storage[a] == storage[b]; };
+  auto same_view = [&](std::size_t a, std::size_t b) {
+    return storage[a] == storage[b] && types[a] == types[b] && offsets[a] == offsets[b] && views[a] == views[b];
+  };
+  const kernel_plan plan = make_plan<L>(lay, types, offsets, same_storage, same_view);
+  kernel kn{generate<T>(n, plan), {}};
+  kn.args = make_args<L>(lay, offsets, plan, n);
+  return kn;
+}
+
+}  // namespace kiln::detail::vk

@@ -1,0 +1,165 @@
+// tests/codegen/codegen_test.cpp — GLSL generated from expression trees (no GPU needed).
+// Golden files pin the exact source (the kernel cache key) for a handful of expressions;
+// KILN_UPDATE_GOLDEN=1 rewrites them. When glslc is installed, every generated shader is
+// also compiled to SPIR-V, so a body that is not valid GLSL fails here first.
+#include <gtest/gtest.h>
+
+#include <kiln/kiln.hpp>
+#include <kiln/vulkan/codegen.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "backends.hpp"
+
+#ifndef KILN_CODEGEN_GOLDEN_DIR
+#error "KILN_CODEGEN_GOLDEN_DIR must name tests/codegen/golden"
+#endif
+
+namespace {
+
+using cpu = kiln_test::cpu;
+namespace vk = kiln::detail::vk;
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// Compiles src with glslc when it is on PATH; returns "" on success, else the log.
+std::string glslc_errors(const std::string& src, const std::string& name) {
+  if (std::system("command -v glslc >/dev/null 2>&1") != 0) return "";
+  const std::string dir = ::testing::TempDir();
+  const std::string in = dir + "/kiln_" + name + ".comp", out = dir + "/kiln_" + name + ".spv";
+  std::ofstream(in) << src;
+  const std::string cmd = "glslc --target-env=vulkan1.2 -fshader-stage=compute -o " + out + " " + in + " 2>&1";
+  std::string log;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) log += buf;
+    if (pclose(p) == 0) return "";
+  }
+  return log.empty() ? "glslc failed" : log;
+}
+
+void check_golden(const vk::kernel& k, const std::string& name) {
+  const std::string path = std::string(KILN_CODEGEN_GOLDEN_DIR) + "/" + name + ".comp";
+  if (const char* u = std::getenv("KILN_UPDATE_GOLDEN"); u && *u == '1') {
+    std::ofstream(path) << k.source.glsl;
+  }
+  const std::string want = read_file(path);
+  EXPECT_EQ(k.source.glsl, want) << "generated GLSL for " << name << " differs from " << path
+                                 << " (KILN_UPDATE_GOLDEN=1 rewrites it after review)";
+  EXPECT_EQ(glslc_errors(k.source.glsl, name), "") << k.source.glsl;
+}
+
+}  // namespace
+
+struct bad_op {
+  static constexpr std::string_view name = "bad";
+  template <class V>
+  static V apply(const V& v) { return v; }
+  static constexpr std::string_view glsl = "({0} + {3})";
+};
+
+class codegen : public ::testing::Test {
+ protected:
+  kiln::context<cpu>& ctx = kiln_test::ctx<cpu>();
+};
+
+TEST_F(codegen, gelu_chain_is_linear_vec4) {
+  auto a = kiln::zeros<float>(ctx, {1024}), b = kiln::zeros<float>(ctx, {1024}), c = kiln::zeros<float>(ctx, {1024});
+  auto y = kiln::empty<float>(ctx, {1024});
+  const auto k = vk::make_kernel(y, kiln::gelu(a * b + c));
+  EXPECT_EQ(k.source.expression, "gelu(add(mul(a, b), c))");
+  EXPECT_TRUE(k.source.plan.vec4);
+  EXPECT_EQ(k.source.plan.bindings, 4u);
+  check_golden(k, "gelu_chain");
+}
+
+TEST_F(codegen, scalars_are_push_constants_so_values_reuse_the_kernel) {
+  auto x = kiln::zeros<float>(ctx, {33});
+  auto y = kiln::empty<float>(ctx, {33});
+  const auto k1 = vk::make_kernel(y, kiln::leaky_relu(x * 2.0f, 0.1f) + 1.0f);
+  const auto k2 = vk::make_kernel(y, kiln::leaky_relu(x * 3.0f, 0.2f) + 5.0f);
+  EXPECT_EQ(k1.source.glsl, k2.source.glsl);
+  EXPECT_NE(k1.args.push, k2.args.push);
+  EXPECT_EQ(k1.args.push.size(), 1u + 2u + 3u);  // n, two offsets, three scalars
+  check_golden(k1, "leaky_relu_scalars");
+}
+
+TEST_F(codegen, tensor_used_twice_is_bound_and_read_once_and_subexpressions_computed_once) {
+  auto x = kiln::zeros<float>(ctx, {64});
+  auto y = kiln::empty<float>(ctx, {64});
+  const auto k = vk::make_kernel(y, x * kiln::sigmoid(x) + kiln::sigmoid(x));
+  EXPECT_EQ(k.source.plan.bindings, 2u);
+  EXPECT_EQ(k.source.plan.operands[2].same_as, 0);
+  const std::string& g = k.source.glsl;
+  EXPECT_EQ(g.find("exp(-"), g.rfind("exp(-")) << "sigmoid computed twice:\n" << g;
+  check_golden(k, "silu_cse");
+}
+
+TEST_F(codegen, broadcast_and_strided_operands) {
+  auto m = kiln::zeros<float>(ctx, {6, 10});
+  auto row = kiln::zeros<float>(ctx, {10});
+  auto col = kiln::zeros<float>(ctx, {6, 1});
+  auto y = kiln::empty<float>(ctx, {10, 6});
+  const auto k = vk::make_kernel(y, kiln::transpose(m) * kiln::transpose(col) + kiln::transpose(kiln::broadcast_to(row, {6, 10})));
+  EXPECT_FALSE(k.source.plan.vec4);
+  EXPECT_EQ(k.source.plan.operands[1].how, vk::access::strided);
+  check_golden(k, "transpose_broadcast");
+}
+
+TEST_F(codegen, in_place_shares_the_output_binding) {
+  auto x = kiln::zeros<float>(ctx, {100});
+  const auto k = vk::make_kernel(x, x * 2.0f);
+  EXPECT_EQ(k.source.plan.bindings, 1u);
+  EXPECT_NE(k.source.glsl.find("binding = 0) buffer"), std::string::npos) << k.source.glsl;
+  check_golden(k, "in_place");
+}
+
+TEST_F(codegen, mixed_dtypes_masks_and_casts) {
+  auto h = kiln::zeros<kiln::half>(ctx, {7});
+  auto b = kiln::zeros<kiln::bfloat16>(ctx, {7});
+  auto i = kiln::zeros<std::int8_t>(ctx, {7});
+  auto m = kiln::empty<std::uint8_t>(ctx, {7});
+  auto y = kiln::empty<kiln::half>(ctx, {7});
+  check_golden(vk::make_kernel(y, kiln::where(kiln::cast<float>(i) > 0.0f, h, kiln::cast<kiln::half>(kiln::cast<float>(b) * 0.5f))),
+               "mixed_dtypes");
+  check_golden(vk::make_kernel(m, kiln::cast<float>(h) >= 1.0f), "mask_store");
+  auto q = kiln::empty<std::int8_t>(ctx, {7});
+  check_golden(vk::make_kernel(q, kiln::cast<std::int8_t>(kiln::cast<float>(h) * 100.0f) / i), "int8_div");
+}
+
+TEST_F(codegen, every_elementwise_op_generates_valid_glsl) {
+  auto x = kiln::zeros<float>(ctx, {5});
+  auto z = kiln::zeros<float>(ctx, {5});
+  auto n = kiln::zeros<std::int32_t>(ctx, {5});
+  auto y = kiln::empty<float>(ctx, {5});
+  auto yi = kiln::empty<std::int32_t>(ctx, {5});
+  auto src = [&](const auto& e) { return vk::make_kernel(y, e).source.glsl; };
+  const std::string all[] = {
+      src(kiln::abs(x)), src(x + z), src(x - z), src(x * z), src(x / z), src(-x), src(kiln::clamp(x, -1.0f, 1.0f)),
+      src(kiln::where(x == z, x, z)), src(kiln::where(x != z, x, z)), src(kiln::where(x < z, x, z)),
+      src(kiln::where(x <= z, x, z)), src(kiln::where(x > z, x, z)), src(kiln::where(x >= z, x, z)),
+      src(kiln::exp(x)), src(kiln::erf(x)), src(kiln::log(x)), src(kiln::sqrt(x)), src(kiln::rsqrt(x)),
+      src(kiln::pow(x, z)), src(kiln::square(x)), src(kiln::tanh(x)), src(kiln::sigmoid(x)), src(kiln::relu(x)),
+      src(kiln::leaky_relu(x, 0.2f)), src(kiln::gelu(x)), src(kiln::gelu_tanh(x)), src(kiln::silu(x)),
+      src(kiln::softplus(x)), src(kiln::min(x, z)), src(kiln::max(x, z)),
+      vk::make_kernel(yi, kiln::abs(n) / n + kiln::min(n, 3) * kiln::max(n, -3) - kiln::relu(-n)).source.glsl,
+      vk::make_kernel(yi, kiln::clamp(kiln::square(n), -5, 5)).source.glsl,
+  };
+  int idx = 0;
+  for (const auto& g : all) EXPECT_EQ(glslc_errors(g, "op" + std::to_string(idx++)), "") << g;
+}
+
+TEST_F(codegen, malformed_custom_op_body_is_a_shader_error) {
+  auto x = kiln::zeros<float>(ctx, {5});
+  auto y = kiln::empty<float>(ctx, {5});
+  EXPECT_THROW(vk::make_kernel(y, kiln::map<bad_op>(x)), kiln::shader_error);
+}

@@ -1,0 +1,40 @@
+#version 450
+// kiln generated kernel: mul(a, s0)
+// operands: out f32, a f32; rank 1; vec4
+layout(local_size_x_id = 0) in;
+
+layout(std430, set = 0, binding = 0) buffer kiln_buf0 { float kiln_b0[]; };
+layout(std430, set = 0, binding = 0) buffer kiln_vbuf0 { vec4 kiln_v0[]; };
+
+layout(push_constant) uniform kiln_params {
+  uint n;
+  uint off0;
+  uint off1;
+  float s0;
+} p;
+
+float kiln_compute(float l0) {
+  float v0 = (l0 * p.s0);
+  return v0;
+}
+
+void main() {
+  uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  uint quads = p.n / 4u;
+  for (uint q = gl_GlobalInvocationID.x; q < quads; q += step) {
+    vec4 l0v = vec4(kiln_v0[p.off1 / 4u + q]);
+    vec4 r;
+    r.x = kiln_compute(l0v.x);
+    r.y = kiln_compute(l0v.y);
+    r.z = kiln_compute(l0v.z);
+    r.w = kiln_compute(l0v.w);
+    kiln_v0[p.off0 / 4u + q] = r;
+  }
+  uint tail = quads * 4u + gl_GlobalInvocationID.x;
+  if (gl_GlobalInvocationID.x < p.n % 4u) {
+    uint i = tail;
+    float l0 = kiln_b0[p.off1 + i];
+    float r = kiln_compute(l0);
+    kiln_b0[p.off0 + i] = r;
+  }
+}
