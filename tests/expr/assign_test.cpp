@@ -116,3 +116,26 @@ TYPED_TEST(assign, masks_store_as_zero_or_one) {
   EXPECT_EQ(got[2], 2.0f);
   EXPECT_EQ(got[3], -5.0f);
 }
+
+TYPED_TEST(assign, multithreaded_rows_with_broadcasts_and_transposed_inputs) {
+  // Thread chunks end mid-row; column broadcast (inner stride 0), row broadcast, and a
+  // transposed (gathered) input all cross the boundaries.
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  auto g = kiln_test::rng();
+  const kiln::index_t m = 517, n = 263;
+  const auto hm = kiln_test::uniform(g, std::size_t(m * n)), ht = kiln_test::uniform(g, std::size_t(m * n));
+  const auto hc = kiln_test::uniform(g, std::size_t(m)), hr = kiln_test::uniform(g, std::size_t(n));
+  auto a = kiln::from_host(ctx, {m, n}, hm);
+  auto t = kiln::from_host(ctx, {n, m}, ht);  // read transposed
+  auto col = kiln::from_host(ctx, {m, 1}, hc);
+  auto row = kiln::from_host(ctx, {n}, hr);
+  auto y = kiln::empty<float>(ctx, {m, n});
+  y = a * col + row - kiln::transpose(t);
+  const auto got = y.to_host();
+  std::vector<double> want(std::size_t(m * n));
+  for (kiln::index_t i = 0; i < m; ++i)
+    for (kiln::index_t j = 0; j < n; ++j)
+      want[std::size_t(i * n + j)] = double(hm[std::size_t(i * n + j)]) * hc[std::size_t(i)] + hr[std::size_t(j)] -
+                                     ht[std::size_t(j * m + i)];
+  EXPECT_TRUE(kiln_test::all_close(got, want, kiln_test::tol::elementwise, 1e-6));
+}

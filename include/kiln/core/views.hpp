@@ -109,11 +109,15 @@ tensor<T, B> reshape(const tensor<T, B>& t, std::initializer_list<index_t> exten
         if (np < op) np *= ns[nj++];
         else op *= os[oj++];
       }
-      for (int k = oi; k < oj - 1; ++k) {
-        if (os[k + 1] != 1 && os[k] != 1 && ost[k] != ost[k + 1] * os[k + 1]) {
+      // each non-unit extent must step exactly over the next non-unit one (unit extents
+      // in between carry arbitrary strides and say nothing about the gap)
+      for (int k = oi, prev = -1; k < oj; ++k) {
+        if (os[k] == 1) continue;
+        if (prev >= 0 && ost[prev] != ost[k] * os[k]) {
           throw shape_error("kiln::reshape: " + t.describe() + " cannot be viewed as " + ns.to_string() +
                             " without a copy; use kiln::reshape(x.clone(), ...)");
         }
+        prev = k;
       }
       // innermost stride of this chunk, skipping unit extents
       index_t inner = 1;

@@ -1,0 +1,93 @@
+# cmake -P driver for the packaging checks: configure, build and run one consumer project
+# from scratch, optionally after installing kiln into a prefix first.
+#
+# Variables (-D):
+#   KILN_SOURCE_DIR   kiln's source tree
+#   CONSUMER_DIR      the consumer project's source
+#   WORK_DIR          scratch folder (emptied first)
+#   MODE              find_package (install kiln to WORK_DIR/prefix, then find it),
+#                     build_tree (find kiln's exported build tree, nothing installed) or
+#                     add_subdirectory (the consumer adds KILN_SOURCE_DIR)
+#   GENERATOR, GENERATOR_PLATFORM, GENERATOR_TOOLSET, MAKE_PROGRAM, CXX_COMPILER,
+#   TOOLCHAIN_FILE, BUILD_TYPE, EXE_SUFFIX: the outer build's settings, handed on
+cmake_minimum_required(VERSION 3.24)
+
+foreach(v KILN_SOURCE_DIR CONSUMER_DIR WORK_DIR MODE GENERATOR CXX_COMPILER)
+  if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
+    message(FATAL_ERROR "run_consumer.cmake: -D${v}=... is required")
+  endif()
+endforeach()
+if(NOT BUILD_TYPE)
+  set(BUILD_TYPE Release)
+endif()
+
+set(gen_args -G "${GENERATOR}")
+if(GENERATOR_PLATFORM)
+  list(APPEND gen_args -A "${GENERATOR_PLATFORM}")
+endif()
+if(GENERATOR_TOOLSET)
+  list(APPEND gen_args -T "${GENERATOR_TOOLSET}")
+endif()
+set(common_args ${gen_args} "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
+if(MAKE_PROGRAM)
+  list(APPEND common_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
+endif()
+if(TOOLCHAIN_FILE)
+  list(APPEND common_args "-DCMAKE_TOOLCHAIN_FILE=${TOOLCHAIN_FILE}")
+endif()
+
+# step(<what> <command...>): run a command, echo it, stop with its output on failure.
+function(step what)
+  message(STATUS "${what}: ${ARGN}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}")
+  endif()
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+set(consumer_args)
+
+if(MODE STREQUAL "find_package")
+  set(prefix "${WORK_DIR}/prefix")
+  step("configure kiln" "${CMAKE_COMMAND}" -S "${KILN_SOURCE_DIR}" -B "${WORK_DIR}/kiln-build" ${common_args}
+       "-DCMAKE_INSTALL_PREFIX=${prefix}" -DKILN_INSTALL=ON -DKILN_BUILD_TESTS=OFF
+       -DKILN_BUILD_BENCHMARKS=OFF -DKILN_BUILD_EXAMPLES=OFF)
+  step("build kiln" "${CMAKE_COMMAND}" --build "${WORK_DIR}/kiln-build" --config "${BUILD_TYPE}" -j2)
+  step("install kiln" "${CMAKE_COMMAND}" --install "${WORK_DIR}/kiln-build" --config "${BUILD_TYPE}")
+  foreach(f include/kiln/kiln.hpp include/kiln/eigen.hpp)
+    if(NOT EXISTS "${prefix}/${f}")
+      message(FATAL_ERROR "the install tree lacks ${f}")
+    endif()
+  endforeach()
+  file(GLOB_RECURSE config_files "${prefix}/*/kilnConfig.cmake")
+  if(NOT config_files)
+    message(FATAL_ERROR "the install tree has no kilnConfig.cmake")
+  endif()
+  # only the install prefix may provide kiln: no package registry, no build tree
+  list(APPEND consumer_args "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+       -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
+elseif(MODE STREQUAL "build_tree")
+  step("configure kiln" "${CMAKE_COMMAND}" -S "${KILN_SOURCE_DIR}" -B "${WORK_DIR}/kiln-build" ${common_args}
+       -DKILN_INSTALL=ON -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCHMARKS=OFF -DKILN_BUILD_EXAMPLES=OFF)
+  list(APPEND consumer_args "-Dkiln_DIR=${WORK_DIR}/kiln-build" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+       -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
+elseif(MODE STREQUAL "add_subdirectory")
+  list(APPEND consumer_args "-DKILN_SOURCE_DIR=${KILN_SOURCE_DIR}")
+else()
+  message(FATAL_ERROR "run_consumer.cmake: MODE must be find_package, build_tree or add_subdirectory, not '${MODE}'")
+endif()
+
+step("configure consumer" "${CMAKE_COMMAND}" -S "${CONSUMER_DIR}" -B "${WORK_DIR}/consumer-build" ${common_args}
+     ${consumer_args})
+step("build consumer" "${CMAKE_COMMAND}" --build "${WORK_DIR}/consumer-build" --config "${BUILD_TYPE}" -j2)
+
+# single-config generators put the program in the build folder, multi-config ones in <config>/
+set(exe "${WORK_DIR}/consumer-build/consumer${EXE_SUFFIX}")
+if(NOT EXISTS "${exe}")
+  set(exe "${WORK_DIR}/consumer-build/${BUILD_TYPE}/consumer${EXE_SUFFIX}")
+endif()
+step("run consumer" "${exe}")
+message(STATUS "${step_output}")
