@@ -1,0 +1,206 @@
+// kiln/vulkan/backend.hpp — kiln::vulkan, the GPU backend tag, and its backend_traits:
+// context creation, allocation, host transfers and evaluate (expression -> one dispatch).
+// Evaluate handles copies of any view, fills and f32 <-> f16 casts; fused elementwise
+// kernels (GLSL generated from the expression tree) come next and will dispatch through
+// the same context_state::dispatch path.
+#pragma once
+
+#if !defined(KILN_VULKAN_UMBRELLA)
+#error "include <kiln/vulkan.hpp>, not the headers under kiln/vulkan/ directly"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kiln/core/backend.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/tensor.hpp"
+#include "kiln/expr/convert.hpp"
+#include "kiln/expr/node.hpp"
+#include "kiln/vulkan/context.hpp"
+#include "kiln/vulkan/device.hpp"
+#include "kiln/vulkan/ops/copy.hpp"
+
+namespace kiln {
+
+template <class T>
+class host_read;
+
+/// The Vulkan backend tag. Example: `kiln::context<kiln::vulkan> gpu{kiln::vulkan::device_index{0}};`
+/// Constructing a context without a usable device throws kiln::device_unavailable with
+/// the reason; kiln::vulkan::available() asks without throwing.
+struct vulkan {
+  using device_index = detail::vk::device_index;
+  using options = detail::vk::context_options;
+  using device_info = detail::vk::device_info;
+  using device_type = detail::vk::device_type;
+  using memory_stats = detail::vk::memory_stats;
+  using stream_stats = detail::vk::sequence_stats;
+
+  /// Every physical device the Vulkan loader reports, usable or not (empty when there is
+  /// no loader, no driver or no device). Never throws for a missing device.
+  static std::vector<device_info> devices() {
+    try {
+      detail::vk::instance inst(false);
+      return detail::vk::describe_all(inst);
+    } catch (const device_error&) {
+      return {};
+    }
+  }
+
+  /// True when a context<vulkan> can be created with the default selection. Never throws.
+  static bool available() noexcept {
+    try {
+      const auto ds = devices();
+      detail::vk::select(ds, std::nullopt);
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  /// The device a context runs on.
+  static const device_info& device(const context<vulkan>& ctx);
+  /// Memory-pool counters of a context.
+  static memory_stats memory(const context<vulkan>& ctx);
+  /// Returns wholly free pool blocks to the device; the bytes released.
+  static std::size_t trim(const context<vulkan>& ctx);
+  /// Dispatch / barrier / submit counters of a context.
+  static stream_stats stream(const context<vulkan>& ctx);
+
+  /// Validation-layer messages of this process so far (contexts created with validation).
+  static std::vector<std::string> validation_messages() {
+    auto& log = detail::vk::global_validation_log();
+    std::lock_guard lock(log.mutex);
+    return log.messages;
+  }
+
+  /// Starts copying t to the host and returns a handle to wait on; the GPU work that t
+  /// depends on is submitted now. Example: `auto h = kiln::vulkan::read_async(y); ...; auto v = h.get();`
+  template <class T>
+  static host_read<T> read_async(const tensor<T, vulkan>& t);
+};
+
+/// A device -> host copy in flight (from kiln::vulkan::read_async).
+template <class T>
+class host_read {
+ public:
+  host_read(const host_read&) = delete;
+  host_read& operator=(const host_read&) = delete;
+  host_read(host_read&& o) noexcept
+      : src_(std::move(o.src_)), ctx_(std::move(o.ctx_)), readback_(o.readback_), readback_state_(o.readback_state_),
+        value_(o.value_), count_(o.count_) {
+    o.readback_ = {};
+  }
+  ~host_read() {
+    if (readback_) ctx_->release_readback(readback_, readback_state_);
+  }
+
+  /// True once the data is on its way no further (never blocks).
+  bool ready() const { return count_ == 0 || ctx_->done(value_); }
+  /// Blocks until the data can be read.
+  void wait() const {
+    if (count_) ctx_->wait(value_);
+  }
+  /// Waits, then returns the elements (row-major).
+  std::vector<T> get() const {
+    std::vector<T> out(count_);
+    if (!count_) return out;
+    wait();
+    if (readback_) std::memcpy(out.data(), readback_.mapped(), count_ * sizeof(T));
+    else src_.copy_to(std::span<T>(out));  // zero-copy: a memcpy from mapped memory
+    return out;
+  }
+
+ private:
+  friend struct vulkan;
+  host_read() = default;
+
+  tensor<T, vulkan> src_;
+  std::shared_ptr<detail::vk::context_state> ctx_;
+  detail::vk::allocation readback_;
+  detail::vk::access_state readback_state_;
+  std::uint64_t value_ = 0;
+  std::size_t count_ = 0;
+};
+
+template <>
+struct backend_traits<vulkan> {
+  using context_state = detail::vk::context_state;
+  using storage = detail::vk::storage;
+  static constexpr bool asynchronous = true;
+
+  static std::shared_ptr<context_state> create() { return create(vulkan::options{}); }
+  static std::shared_ptr<context_state> create(vulkan::device_index d) {
+    vulkan::options o;
+    o.device = d.value;
+    return create(o);
+  }
+  static std::shared_ptr<context_state> create(const vulkan::options& o) { return std::make_shared<context_state>(o); }
+
+  static std::shared_ptr<storage> allocate(const std::shared_ptr<context_state>& ctx, std::size_t bytes) {
+    return std::make_shared<storage>(ctx, bytes);
+  }
+  static void upload(storage& s, std::size_t offset, const void* src, std::size_t bytes) {
+    if (bytes) s.ctx->write(s.alloc(), s.access(), offset, src, bytes);
+  }
+  static void download(const storage& s, std::size_t offset, void* dst, std::size_t bytes) {
+    if (bytes) s.ctx->read(s.alloc(), s.access(), offset, dst, bytes);
+  }
+  static void synchronize(context_state& s) { s.synchronize(); }
+  static std::string device_name(const context_state& s) { return s.name(); }
+
+  /// Runs n into out (shapes and aliasing already checked) as one dispatch.
+  template <class T, class N>
+  static void evaluate(const tensor<T, vulkan>& out, const N& n) {
+    using detail::vk::record_copy_kernel;
+    if constexpr (requires { n.t; }) {
+      record_copy_kernel(out, n.t);  // a leaf: copy any view
+    } else if constexpr (N::is_scalar) {
+      detail::vk::record_fill_kernel(out, detail::to_storage<T>(static_cast<compute_t<T>>(n.value)));
+    } else if constexpr (is_cast_of_leaf<N>::value) {
+      record_copy_kernel(out, n.arg.t);
+    } else {
+      throw device_error("kiln::vulkan: cannot evaluate " + n.describe() + " into " + out.describe() +
+                         ": fused elementwise kernels are not available on Vulkan yet (GLSL generation from the "
+                         "expression tree is the next step); this backend evaluates copies of any view, fills "
+                         "(kiln::full, `t = value`) and f32 <-> f16 casts of a tensor");
+    }
+  }
+
+ private:
+  template <class N>
+  struct is_cast_of_leaf : std::false_type {};
+  template <class To, class From>
+  struct is_cast_of_leaf<detail::cast_node<To, detail::leaf_node<From, vulkan>>>
+      : std::bool_constant<(std::is_same_v<To, half> && std::is_same_v<From, float>) ||
+                           (std::is_same_v<To, float> && std::is_same_v<From, half>)> {};
+};
+
+inline const vulkan::device_info& vulkan::device(const context<vulkan>& ctx) { return ctx.state()->info(); }
+inline vulkan::memory_stats vulkan::memory(const context<vulkan>& ctx) { return ctx.state()->memory(); }
+inline std::size_t vulkan::trim(const context<vulkan>& ctx) { return ctx.state()->trim(); }
+inline vulkan::stream_stats vulkan::stream(const context<vulkan>& ctx) { return ctx.state()->stream(); }
+
+template <class T>
+host_read<T> vulkan::read_async(const tensor<T, vulkan>& t) {
+  host_read<T> h;
+  h.count_ = static_cast<std::size_t>(t.numel());
+  if (!h.count_) return h;
+  tensor<T, vulkan> src = t.is_contiguous() ? t : t.clone();  // a handle (tensor `=` would copy values)
+  swap(h.src_, src);
+  h.ctx_ = h.src_.storage()->ctx;
+  const auto& s = *h.src_.storage();
+  h.value_ = h.ctx_->read_begin(s.alloc(), s.access(), static_cast<std::size_t>(h.src_.offset()) * sizeof(T),
+                                h.count_ * sizeof(T), h.readback_, h.readback_state_);
+  return h;
+}
+
+}  // namespace kiln

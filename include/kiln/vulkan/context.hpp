@@ -1,0 +1,565 @@
+// kiln/vulkan/context.hpp — one Vulkan device's state (what context<vulkan> shares with
+// its tensors) and a tensor's storage. Every public member locks the context's mutex, so
+// a context may be used from several threads; waits on the GPU happen outside the lock.
+// A storage destroyed while the GPU may still use it is freed once that work completes.
+#pragma once
+
+#if !defined(KILN_VULKAN_UMBRELLA)
+#error "include <kiln/vulkan.hpp>, not the headers under kiln/vulkan/ directly"
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/error.hpp"
+#include "kiln/vulkan/device.hpp"
+#include "kiln/vulkan/memory.hpp"
+#include "kiln/vulkan/sequence.hpp"
+#include "kiln/vulkan/shader_cache.hpp"
+
+namespace kiln::detail::vk {
+
+/// Picks a device by its index in kiln::vulkan::devices(): `context<vulkan> gpu{kiln::vulkan::device_index{0}};`
+struct device_index {
+  int value = 0;
+};
+
+/// Everything a Vulkan context can be told at construction; unset fields fall back to the
+/// environment (KILN_DEVICE, KILN_VULKAN_VALIDATION, KILN_VULKAN_MEMORY_LIMIT).
+struct context_options {
+  std::optional<int> device;                 ///< index; default: KILN_DEVICE, else the best device
+  std::optional<bool> validation;            ///< Khronos validation layer; default: KILN_VULKAN_VALIDATION
+  std::optional<std::size_t> memory_limit;   ///< bytes the pool may reserve; default: KILN_VULKAN_MEMORY_LIMIT
+  std::size_t block_size = std::size_t(256) << 20;  ///< pooled block size (clamped to the device's limits)
+  bool zero_copy = true;                     ///< on unified memory, tensors live in mapped memory
+  std::size_t staging_size = std::size_t(32) << 20;  ///< staging ring (devices without zero-copy)
+  std::uint32_t batch_commands = 512;        ///< commands per submitted batch, at most
+};
+
+/// The state one Vulkan context and all its tensors share.
+class context_state {
+ public:
+  /// One buffer a kernel binds: the allocation, its hazard record, and whether it is written.
+  struct binding {
+    const allocation* alloc;
+    access_state* state;
+    bool write;
+  };
+
+  explicit context_state(const context_options& opt) {
+    validation_ = opt.validation.value_or(env_flag("KILN_VULKAN_VALIDATION"));
+    std::size_t limit = 0;
+    if (opt.memory_limit) {
+      limit = *opt.memory_limit;
+    } else if (const char* env = std::getenv("KILN_VULKAN_MEMORY_LIMIT"); env && *env) {
+      limit = parse_bytes(env, "KILN_VULKAN_MEMORY_LIMIT");
+    }
+    instance_ = std::make_unique<instance>(validation_);
+    std::vector<VkPhysicalDevice> handles;
+    const auto all = describe_all(*instance_, &handles);
+    info_ = select(all, opt.device);
+    physical_ = handles[static_cast<std::size_t>(info_.index)];
+
+    // Device: one compute queue; the features kiln's kernels use, where present.
+    const float priority = 1.0f;
+    VkDeviceQueueCreateInfo qi{};
+    qi.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+    qi.queueFamilyIndex = info_.compute_queue_family;
+    qi.queueCount = 1;
+    qi.pQueuePriorities = &priority;
+    VkPhysicalDeviceVulkan12Features f12{};
+    f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    f12.timelineSemaphore = VK_TRUE;
+    f12.storageBuffer8BitAccess = info_.storage_8bit;
+    f12.shaderInt8 = info_.int8_arithmetic;
+    f12.shaderFloat16 = info_.fp16_arithmetic;
+    VkPhysicalDeviceVulkan11Features f11{};
+    f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+    f11.pNext = &f12;
+    f11.storageBuffer16BitAccess = info_.storage_16bit;
+    VkDeviceCreateInfo di{};
+    di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+    di.pNext = &f11;
+    di.queueCreateInfoCount = 1;
+    di.pQueueCreateInfos = &qi;
+    VkDevice dev = VK_NULL_HANDLE;
+    if (VkResult r = vkCreateDevice(physical_, &di, nullptr, &dev); r != VK_SUCCESS) {
+      throw device_unavailable("kiln::vulkan: cannot open " + info_.label() + ": " + call_failed("vkCreateDevice", r));
+    }
+    device_.dev = dev;
+    vkGetDeviceQueue(dev, info_.compute_queue_family, 0, &queue_);
+
+    pool_ = std::make_unique<memory_pool>(dev, info_, opt.block_size, limit);
+    zero_copy_ = opt.zero_copy && info_.unified_memory;
+    auto tensor_type = zero_copy_ ? pool_->find_type(true, true, true, true) : pool_->find_type(true, false, true, false);
+    if (!tensor_type) tensor_type = pool_->find_type(false, false, true, false);
+    auto staging_type = pool_->find_type(false, true, false, true);
+    if (!tensor_type || !staging_type) {
+      throw device_unavailable("kiln::vulkan: " + info_.label() + " offers no memory type for storage buffers");
+    }
+    tensor_type_ = *tensor_type;
+    staging_type_ = *staging_type;
+    staging_size_ = std::max<std::size_t>(opt.staging_size, std::size_t(64) << 10);
+    seq_ = std::make_unique<sequence>(dev, queue_, info_.compute_queue_family, std::max(opt.batch_commands, 1u));
+    kernels_ = std::make_unique<shader_cache>(dev, info_);
+  }
+
+  context_state(const context_state&) = delete;
+  context_state& operator=(const context_state&) = delete;
+
+  /// Waits for the GPU, then frees everything. Never throws: on a lost device the wait
+  /// returns VK_ERROR_DEVICE_LOST at once, and a failure here has no one to report to.
+  ~context_state() {
+    if (device_.dev) vkDeviceWaitIdle(device_.dev);
+    for (auto& d : deferred_) pool_->free(d.second);
+    if (ring_.alloc) pool_->free(ring_.alloc);
+  }
+
+  mutable std::atomic<std::uint64_t> kernels_launched{0};
+
+  const device_info& info() const noexcept { return info_; }
+  std::string name() const { return "vulkan:" + std::to_string(info_.index); }
+  bool validation() const noexcept { return validation_; }
+  /// True when tensors live in mapped device memory (host transfers are plain memcpy).
+  bool zero_copy() const noexcept { return zero_copy_; }
+  VkDevice device() const noexcept { return device_.dev; }
+  VkPhysicalDevice physical_device() const noexcept { return physical_; }
+  VkQueue queue() const noexcept { return queue_; }
+  std::uint32_t tensor_memory_type() const noexcept { return tensor_type_; }
+
+  // ---- memory -------------------------------------------------------------------------
+
+  /// A tensor allocation. When the pool is exhausted while freed tensors still wait for
+  /// the GPU, waits for that work and retries before giving up with kiln::out_of_memory.
+  allocation allocate(std::size_t bytes) { return allocate_in(bytes, tensor_type_); }
+
+  /// Frees `a` now if the GPU is done with it, else once the last use completes.
+  void release(const allocation& a, const access_state& s) noexcept {
+    std::lock_guard lock(mutex_);
+    if (lost_ || s.last_use() <= seq_->completed()) pool_->free(a);
+    else deferred_.emplace_back(s.last_use(), a);
+  }
+
+  memory_stats memory() const {
+    std::lock_guard lock(mutex_);
+    return pool_->stats();
+  }
+  /// Gives wholly free blocks back to the device; returns the bytes released.
+  std::size_t trim() {
+    std::lock_guard lock(mutex_);
+    return pool_->trim();
+  }
+  sequence_stats stream() const {
+    std::lock_guard lock(mutex_);
+    return seq_->stats();
+  }
+  std::size_t compilations() const {
+    std::lock_guard lock(mutex_);
+    return kernels_->compilations();
+  }
+
+  // ---- kernels ------------------------------------------------------------------------
+
+  /// Workgroups for a kernel of the fixed-kernel shape (elements_per_invocation elements
+  /// per invocation, grid-stride loop beyond the device's group-count limit).
+  std::uint32_t groups_for(std::uint64_t elements) const noexcept {
+    const std::uint64_t per = std::uint64_t(kernels_->workgroup_size()) * kernels_->elements_per_invocation();
+    const std::uint64_t g = (elements + per - 1) / per;
+    return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(g, 1, info_.max_workgroup_count[0]));
+  }
+
+  /// The compiled pipeline of k (compiling it now if needed): warms the cache, and lets
+  /// tools record k themselves. Throws kiln::shader_error.
+  const pipeline& prepare(const kernel_spec& k) {
+    std::lock_guard lock(mutex_);
+    ensure_alive();
+    return kernels_->get(k);
+  }
+
+  /// Records one dispatch of kernel k over `groups` workgroups with the given buffers
+  /// (binding i = buffers[i]) and push constants. The barrier before it, if any, follows
+  /// from the buffers' hazards. This is the one path every kernel, fixed or generated,
+  /// takes to the GPU.
+  void dispatch(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
+                std::uint32_t groups) {
+    std::lock_guard lock(mutex_);
+    ensure_alive();
+    if (buffers.size() != k.bindings || push.size() != k.push_bytes) {
+      throw error("kiln::vulkan: kernel '" + std::string(k.name) + "' takes " + std::to_string(k.bindings) +
+                  " buffers and " + std::to_string(k.push_bytes) + " bytes of push constants; given " +
+                  std::to_string(buffers.size()) + " and " + std::to_string(push.size()));
+    }
+    for (const auto& b : buffers) {
+      if (b.alloc->size > info_.max_storage_buffer_range) {
+        throw device_error("kiln::vulkan: kernel '" + std::string(k.name) + "' would bind " + std::to_string(b.alloc->size) +
+                           " bytes; " + info_.label() + " binds at most " + std::to_string(info_.max_storage_buffer_range) +
+                           " (maxStorageBufferRange)");
+      }
+    }
+    const pipeline& p = kernels_->get(k);
+    fatal_on_failure([&] {
+      buffer_access uses[sequence::max_bindings];
+      VkDescriptorBufferInfo infos[sequence::max_bindings];
+      VkWriteDescriptorSet writes[sequence::max_bindings];
+      const auto n = static_cast<std::uint32_t>(buffers.size());
+      for (std::uint32_t i = 0; i < n; ++i) uses[i] = {buffers[i].state, buffers[i].write};
+      VkCommandBuffer cb = seq_->begin_command({uses, n}, n);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        infos[i] = {buffers[i].alloc->buffer(), buffers[i].alloc->offset, buffers[i].alloc->size};
+      }
+      // Within a batch, a dispatch of the same kernel on the same buffers as the last one
+      // (a loop, a chain of fills) reuses its pipeline and descriptor bindings: less to
+      // record, and less for the driver to execute.
+      const std::uint64_t batch = seq_->recording_value();
+      const bool same_batch = bound_.batch == batch;
+      bool same_set = same_batch && bound_.set_layout == p.set_layout && bound_.count == n;
+      for (std::uint32_t i = 0; same_set && i < n; ++i) {
+        same_set = bound_.infos[i].buffer == infos[i].buffer && bound_.infos[i].offset == infos[i].offset &&
+                   bound_.infos[i].range == infos[i].range;
+      }
+      if (!same_batch || bound_.pipeline != p.handle) {
+        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.handle);
+      }
+      if (!same_set) {
+        VkDescriptorSet set = seq_->allocate_set(p.set_layout);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          writes[i] = VkWriteDescriptorSet{};
+          writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+          writes[i].dstSet = set;
+          writes[i].dstBinding = i;
+          writes[i].descriptorCount = 1;
+          writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+          writes[i].pBufferInfo = &infos[i];
+          bound_.infos[i] = infos[i];
+        }
+        vkUpdateDescriptorSets(device_.dev, n, writes, 0, nullptr);
+        if (n) vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+        bound_.set_layout = p.set_layout;
+        bound_.count = n;
+      }
+      bound_.batch = batch;
+      bound_.pipeline = p.handle;
+      if (!push.empty()) {
+        vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push.size()), push.data());
+      }
+      vkCmdDispatch(cb, groups, 1, 1);
+      seq_->count_dispatch();
+    });
+    kernels_launched.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // ---- host transfers -----------------------------------------------------------------
+
+  /// Host -> device. Zero-copy: waits for the GPU's last use of the buffer, then memcpy.
+  /// Otherwise: memcpy into the staging ring and a recorded copy (returns at once).
+  void write(const allocation& a, access_state& s, std::size_t offset, const void* src, std::size_t bytes) {
+    std::unique_lock lock(mutex_);
+    ensure_alive();
+    if (zero_copy_) {
+      wait_locked(lock, s.last_use());
+      lock.unlock();
+      std::memcpy(a.mapped() + offset, src, bytes);
+      return;
+    }
+    for (std::size_t done = 0; done < bytes;) {
+      const std::size_t n = std::min(bytes - done, staging_size_);
+      const VkDeviceSize at = ring_reserve(lock, n);
+      std::memcpy(ring_.alloc.mapped() + at, static_cast<const std::byte*>(src) + done, n);
+      record_copy(ring_.alloc, ring_.alloc.offset + at, a, s, a.offset + offset + done, n, true);
+      ring_commit(at, n);
+      done += n;
+    }
+  }
+
+  /// Device -> host: waits only for the work that writes this buffer.
+  void read(const allocation& a, access_state& s, std::size_t offset, void* dst, std::size_t bytes) {
+    std::unique_lock lock(mutex_);
+    ensure_alive();
+    if (zero_copy_) {
+      wait_locked(lock, s.write_value);
+      lock.unlock();
+      std::memcpy(dst, a.mapped() + offset, bytes);
+      return;
+    }
+    // The lock stays held until each chunk is copied out, so no other thread can reuse
+    // the ring range between the GPU's copy and ours.
+    for (std::size_t done = 0; done < bytes;) {
+      const std::size_t n = std::min(bytes - done, staging_size_);
+      const VkDeviceSize at = ring_reserve(lock, n);
+      record_copy(a, a.offset + offset + done, ring_.alloc, s, ring_.alloc.offset + at, n, false);
+      ring_commit(at, n);
+      const std::uint64_t v = seq_->recording_value();
+      submit_locked();
+      fatal_on_failure([&] { seq_->wait(v); });
+      poll_locked();
+      std::memcpy(static_cast<std::byte*>(dst) + done, ring_.alloc.mapped() + at, n);
+      done += n;
+    }
+  }
+
+  /// Starts a device -> host copy into host-visible memory and returns the timeline value
+  /// after which `readback` holds the bytes (readback is a.mapped() itself on zero-copy).
+  std::uint64_t read_begin(const allocation& a, access_state& s, std::size_t offset, std::size_t bytes,
+                           allocation& readback, access_state& readback_state) {
+    std::unique_lock lock(mutex_);
+    ensure_alive();
+    std::uint64_t v = s.write_value;
+    if (!zero_copy_) {
+      lock.unlock();
+      readback = allocate_in(bytes, staging_type_);
+      lock.lock();
+      record_copy(a, a.offset + offset, readback, s, readback.offset, bytes, false);
+      readback_state.write_value = seq_->recording_value();
+      v = readback_state.write_value;
+    }
+    if (v > seq_->submitted()) submit_locked();
+    return v;
+  }
+
+  /// Frees a readback allocation from read_begin.
+  void release_readback(const allocation& a, const access_state& s) noexcept { release(a, s); }
+
+  // ---- synchronisation ----------------------------------------------------------------
+
+  /// Submits what is recorded (work starts without anyone waiting).
+  void flush() {
+    std::lock_guard lock(mutex_);
+    ensure_alive();
+    submit_locked();
+  }
+
+  /// Blocks until timeline value v is complete (submitting it first if needed).
+  void wait(std::uint64_t v) {
+    std::unique_lock lock(mutex_);
+    ensure_alive();
+    wait_locked(lock, v);
+  }
+
+  /// True when timeline value v is complete (never blocks).
+  bool done(std::uint64_t v) {
+    std::lock_guard lock(mutex_);
+    ensure_alive();
+    if (v > seq_->completed()) poll_locked();
+    return v <= seq_->completed();
+  }
+
+  /// Waits for everything recorded so far.
+  void synchronize() {
+    std::unique_lock lock(mutex_);
+    ensure_alive();
+    const std::uint64_t v = seq_->has_recorded() ? seq_->recording_value() : seq_->submitted();
+    wait_locked(lock, v);
+  }
+
+  /// Marks the device lost: later work is refused with `why` in the message; tensors can
+  /// still be destroyed and the context destructs without waiting on the GPU.
+  void mark_lost(const std::string& why) noexcept {
+    std::lock_guard lock(lost_mutex_);
+    if (!lost_) {
+      lost_reason_ = why;
+      lost_ = true;
+    }
+  }
+  bool lost() const noexcept { return lost_; }
+
+ private:
+  struct device_owner {
+    VkDevice dev = VK_NULL_HANDLE;
+    device_owner() = default;
+    device_owner(const device_owner&) = delete;
+    device_owner& operator=(const device_owner&) = delete;
+    ~device_owner() {
+      if (dev) vkDestroyDevice(dev, nullptr);
+    }
+  };
+
+  /// A ring of host-visible memory for staged transfers; each range is reusable once the
+  /// timeline value of the copy that used it completes.
+  struct staging_ring {
+    allocation alloc;
+    VkDeviceSize head = 0;
+    struct range {
+      VkDeviceSize begin, end;
+      std::uint64_t value;
+    };
+    std::deque<range> in_use;
+  };
+
+  void ensure_alive() const {
+    if (lost_) {
+      std::lock_guard lock(lost_mutex_);
+      throw device_error("kiln::vulkan: " + info_.label() + " is lost (" + lost_reason_ +
+                         "); this context accepts no new work: create a new context");
+    }
+  }
+
+  /// Runs f; a kiln::device_error from it leaves recorded or submitted work in an unknown
+  /// state, so the context is marked lost before the error propagates.
+  template <class F>
+  void fatal_on_failure(F&& f) {
+    try {
+      f();
+    } catch (const device_error& e) {
+      mark_lost(e.what());
+      throw;
+    }
+  }
+
+  allocation allocate_in(std::size_t bytes, std::uint32_t type) {
+    std::unique_lock lock(mutex_);
+    ensure_alive();
+    if (!deferred_.empty()) poll_locked();
+    try {
+      return pool_->allocate(bytes, type);
+    } catch (const out_of_memory&) {
+      if (deferred_.empty()) throw;
+    }
+    std::uint64_t v = 0;
+    for (const auto& d : deferred_) v = std::max(v, d.first);
+    wait_locked(lock, v);
+    return pool_->allocate(bytes, type);
+  }
+
+  void submit_locked() {
+    fatal_on_failure([&] { seq_->submit(); });
+    poll_locked();
+  }
+
+  void poll_locked() {
+    fatal_on_failure([&] { seq_->poll(); });
+    const std::uint64_t done = seq_->completed();
+    std::erase_if(deferred_, [&](const std::pair<std::uint64_t, allocation>& d) {
+      if (d.first > done) return false;
+      pool_->free(d.second);
+      return true;
+    });
+  }
+
+  /// Waits for v with the lock released during the wait (other threads keep recording).
+  void wait_locked(std::unique_lock<std::mutex>& lock, std::uint64_t v) {
+    if (v <= seq_->completed()) return;
+    if (v > seq_->submitted()) submit_locked();
+    if (v > seq_->submitted()) return;  // nothing was recorded for it after all
+    lock.unlock();
+    fatal_on_failure([&] { seq_->wait(v); });
+    lock.lock();
+    poll_locked();
+  }
+
+  /// A ring range of n bytes (lock held), waiting for the copies that last used it.
+  VkDeviceSize ring_reserve(std::unique_lock<std::mutex>& lock, std::size_t n) {
+    if (!ring_.alloc) {
+      lock.unlock();
+      allocation a = allocate_in(staging_size_, staging_type_);
+      lock.lock();
+      if (ring_.alloc) {  // another thread made it meanwhile
+        pool_->free(a);
+      } else {
+        ring_.alloc = a;
+      }
+    }
+    const VkDeviceSize align = pool_->alignment();
+    const VkDeviceSize size = (n + align - 1) / align * align;
+    if (ring_.head + size > ring_.alloc.size) ring_.head = 0;
+    const VkDeviceSize b = ring_.head, e = b + size;
+    std::uint64_t need = 0;
+    for (const auto& r : ring_.in_use) {
+      if (r.begin < e && b < r.end) need = std::max(need, r.value);
+    }
+    if (need > seq_->completed()) {
+      if (need > seq_->submitted()) submit_locked();
+      fatal_on_failure([&] { seq_->wait(need); });  // the lock stays: the range is ours next
+      poll_locked();
+    }
+    std::erase_if(ring_.in_use, [&](const staging_ring::range& r) { return r.value <= seq_->completed(); });
+    ring_.head = e;
+    return b;
+  }
+
+  /// Marks ring bytes [at, at + n) busy until the batch that just recorded their copy
+  /// completes (recorded first: recording may have submitted a full batch and opened the next).
+  void ring_commit(VkDeviceSize at, std::size_t n) {
+    const VkDeviceSize align = pool_->alignment();
+    ring_.in_use.push_back({at, at + (n + align - 1) / align * align, seq_->recording_value()});
+  }
+
+  /// Records a buffer copy; `to_tensor` says which side is the tracked tensor buffer.
+  void record_copy(const allocation& src, VkDeviceSize src_offset, const allocation& dst, access_state& s,
+                   VkDeviceSize dst_offset, std::size_t bytes, bool to_tensor) {
+    fatal_on_failure([&] {
+      const buffer_access use{&s, to_tensor};
+      VkCommandBuffer cb = seq_->begin_command({&use, 1}, 0);
+      const VkBufferCopy c{src_offset, dst_offset, bytes};
+      vkCmdCopyBuffer(cb, src.buffer(), dst.buffer(), 1, &c);
+      seq_->count_transfer();
+    });
+  }
+
+  /// What the batch being recorded last bound (see dispatch).
+  struct bound_state {
+    std::uint64_t batch = 0;
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    std::uint32_t count = 0;
+    VkDescriptorBufferInfo infos[sequence::max_bindings] = {};
+  };
+
+  device_info info_;
+  bool validation_ = false;
+  bool zero_copy_ = false;
+  std::unique_ptr<instance> instance_;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  device_owner device_;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  std::unique_ptr<memory_pool> pool_;
+  std::unique_ptr<sequence> seq_;
+  std::unique_ptr<shader_cache> kernels_;
+  std::uint32_t tensor_type_ = 0;
+  std::uint32_t staging_type_ = 0;
+  std::size_t staging_size_ = 0;
+  staging_ring ring_;
+  std::vector<std::pair<std::uint64_t, allocation>> deferred_;  ///< (last use, range) awaiting the GPU
+  bound_state bound_;
+  mutable std::mutex mutex_;
+  mutable std::mutex lost_mutex_;
+  std::atomic<bool> lost_{false};
+  std::string lost_reason_;
+};
+
+/// One tensor allocation on a Vulkan device. Keeps its context alive; when destroyed
+/// while the GPU may still use it, the range returns to the pool after that work.
+class storage {
+ public:
+  storage(std::shared_ptr<context_state> c, std::size_t bytes) : ctx(std::move(c)), bytes_(bytes), alloc_(ctx->allocate(bytes)) {}
+  storage(const storage&) = delete;
+  storage& operator=(const storage&) = delete;
+  ~storage() { ctx->release(alloc_, access_); }
+
+  std::size_t bytes() const noexcept { return bytes_; }
+  /// Host pointer to the bytes on zero-copy contexts, else nullptr. Reading or writing it
+  /// does not wait for the GPU: use kiln's transfers unless you synchronised yourself.
+  std::byte* mapped() const noexcept { return ctx->zero_copy() ? alloc_.mapped() : nullptr; }
+  const allocation& alloc() const noexcept { return alloc_; }
+  /// The buffer's hazard record; the context's mutex guards it.
+  access_state& access() const noexcept { return access_; }
+
+  std::shared_ptr<context_state> ctx;
+
+ private:
+  std::size_t bytes_;
+  allocation alloc_;
+  mutable access_state access_;
+};
+
+}  // namespace kiln::detail::vk
