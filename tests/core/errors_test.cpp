@@ -95,7 +95,7 @@ TEST(errors, bad_thread_count_in_the_environment) {
 }
 
 template <class B>
-class errors_on : public ::testing::Test {};
+class errors_on : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(errors_on, kiln_test::backend_types);
 
 TYPED_TEST(errors_on, binary_op_shape_error_names_op_dtypes_shapes_and_device) {

@@ -47,7 +47,7 @@ std::vector<float> as_floats(const std::vector<T>& v) {
 }  // namespace
 
 template <class B>
-class factories : public ::testing::Test {};
+class factories : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(factories, kiln_test::backend_types);
 
 TYPED_TEST(factories, empty_is_contiguous_with_fresh_storage) {

@@ -37,7 +37,7 @@ std::string shape_error_of(F&& f) {
 }  // namespace
 
 template <class B>
-class views : public ::testing::Test {
+class views : public kiln_test::backend_test<B> {
  protected:
   /// 3x4 tensor holding 0..11 row-major.
   kiln::tensor<float, B> m34() { return kiln::from_host(kiln_test::ctx<B>(), {3, 4}, iota(12)); }

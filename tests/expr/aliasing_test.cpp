@@ -11,7 +11,7 @@
 #include "tolerances.hpp"
 
 template <class B>
-class aliasing : public ::testing::Test {};
+class aliasing : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(aliasing, kiln_test::backend_types);
 
 TYPED_TEST(aliasing, same_view_runs_in_place_in_one_kernel) {

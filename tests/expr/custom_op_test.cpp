@@ -37,7 +37,7 @@ auto softplus_beta(X&& x, float beta) {
 }  // namespace
 
 template <class B>
-class custom_op : public ::testing::Test {};
+class custom_op : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(custom_op, kiln_test::backend_types);
 
 TYPED_TEST(custom_op, swiglu_template_fuses) {

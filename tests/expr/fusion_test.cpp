@@ -9,7 +9,7 @@
 #include "tolerances.hpp"
 
 template <class B>
-class fusion : public ::testing::Test {};
+class fusion : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(fusion, kiln_test::backend_types);
 
 TYPED_TEST(fusion, chain_of_ops_launches_one_kernel) {

@@ -1,8 +1,7 @@
 // kiln/vulkan/backend.hpp — kiln::vulkan, the GPU backend tag, and its backend_traits:
 // context creation, allocation, host transfers and evaluate (expression -> one dispatch).
-// Evaluate handles copies of any view, fills and f32 <-> f16 casts; fused elementwise
-// kernels (GLSL generated from the expression tree) come next and will dispatch through
-// the same context_state::dispatch path.
+// Evaluate runs copies of any view, fills and f32 <-> f16 casts on the fixed kernels, and
+// every other elementwise expression as one generated kernel (ops/elementwise.hpp).
 #pragma once
 
 #if !defined(KILN_VULKAN_UMBRELLA)
@@ -27,6 +26,7 @@
 #include "kiln/vulkan/context.hpp"
 #include "kiln/vulkan/device.hpp"
 #include "kiln/vulkan/ops/copy.hpp"
+#include "kiln/vulkan/ops/elementwise.hpp"
 
 namespace kiln {
 
@@ -74,6 +74,10 @@ struct vulkan {
   static std::size_t trim(const context<vulkan>& ctx);
   /// Dispatch / barrier / submit counters of a context.
   static stream_stats stream(const context<vulkan>& ctx);
+  using cache_stats = detail::vk::cache_stats;
+  /// Kernel-cache counters of a context: hits and misses per level (memory, disk),
+  /// shaderc compilations and the time they took, where the disk cache lives.
+  static cache_stats cache(const context<vulkan>& ctx);
 
   /// Validation-layer messages of this process so far (contexts created with validation).
   static std::vector<std::string> validation_messages() {
@@ -168,10 +172,7 @@ struct backend_traits<vulkan> {
     } else if constexpr (is_cast_of_leaf<N>::value) {
       record_copy_kernel(out, n.arg.t);
     } else {
-      throw device_error("kiln::vulkan: cannot evaluate " + n.describe() + " into " + out.describe() +
-                         ": fused elementwise kernels are not available on Vulkan yet (GLSL generation from the "
-                         "expression tree is the next step); this backend evaluates copies of any view, fills "
-                         "(kiln::full, `t = value`) and f32 <-> f16 casts of a tensor");
+      detail::vk::record_elementwise_kernel(out, n);  // one generated kernel
     }
   }
 
@@ -188,6 +189,7 @@ inline const vulkan::device_info& vulkan::device(const context<vulkan>& ctx) { r
 inline vulkan::memory_stats vulkan::memory(const context<vulkan>& ctx) { return ctx.state()->memory(); }
 inline std::size_t vulkan::trim(const context<vulkan>& ctx) { return ctx.state()->trim(); }
 inline vulkan::stream_stats vulkan::stream(const context<vulkan>& ctx) { return ctx.state()->stream(); }
+inline vulkan::cache_stats vulkan::cache(const context<vulkan>& ctx) { return ctx.state()->cache(); }
 
 template <class T>
 host_read<T> vulkan::read_async(const tensor<T, vulkan>& t) {

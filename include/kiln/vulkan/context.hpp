@@ -168,6 +168,10 @@ class context_state {
     std::lock_guard lock(mutex_);
     return kernels_->compilations();
   }
+  cache_stats cache() const {
+    std::lock_guard lock(mutex_);
+    return kernels_->stats();
+  }
 
   // ---- kernels ------------------------------------------------------------------------
 

@@ -1,0 +1,56 @@
+// kiln/vulkan/ops/elementwise.hpp — any elementwise expression as ONE generated kernel:
+// codegen.hpp writes the GLSL (the cache key), the shader cache compiles it once (memory,
+// then disk, then shaderc), and the context records one dispatch with the statement's
+// buffers and push constants.
+#pragma once
+
+#if !defined(KILN_VULKAN_UMBRELLA)
+#error "include <kiln/vulkan.hpp>, not the headers under kiln/vulkan/ directly"
+#endif
+
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/core/tensor.hpp"
+#include "kiln/expr/traverse.hpp"
+#include "kiln/vulkan/codegen.hpp"
+#include "kiln/vulkan/context.hpp"
+#include "kiln/vulkan/ops/copy.hpp"
+
+namespace kiln::detail::vk {
+
+/// out = n as one generated dispatch (shapes and aliasing already checked by assign).
+template <class T, class B, class N>
+void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
+  context_state& ctx = *out.storage()->ctx;
+  require_storage_width<T>(ctx);
+  for_each_leaf(n, [&](const auto& in) {
+    same_context(out, *in.storage(), "evaluate");
+    require_storage_width<typename std::remove_cvref_t<decltype(in)>::value_type>(ctx);
+  });
+
+  const kernel kn = make_kernel(out, n);
+  const kernel_plan& plan = kn.source.plan;
+
+  // One binding per distinct buffer; the output's is the one written.
+  std::vector<context_state::binding> b(plan.bindings);
+  const storage& os = *out.storage();
+  b[plan.operands[0].binding] = {&os.alloc(), &os.access(), true};
+  std::size_t k = 1;
+  for_each_leaf(n, [&](const auto& in) {
+    const std::uint32_t slot = plan.operands[k++].binding;
+    if (slot != plan.operands[0].binding) b[slot] = {&in.storage()->alloc(), &in.storage()->access(), false};
+  });
+
+  char name[24];
+  std::snprintf(name, sizeof name, "fused_%016llx", static_cast<unsigned long long>(fnv1a(kn.source.glsl)));
+  const kernel_spec spec{name, kn.source.glsl, {}, plan.bindings,
+                         static_cast<std::uint32_t>(kn.args.push.size() * sizeof(std::uint32_t)), kn.source.expression};
+  const std::uint64_t work = plan.vec4 ? (kn.args.elements + 3) / 4 : kn.args.elements;
+  ctx.dispatch(spec, b, std::as_bytes(std::span(kn.args.push)), ctx.groups_for(work));
+}
+
+}  // namespace kiln::detail::vk
