@@ -1,0 +1,162 @@
+// tests/vulkan/fused_test.cpp — generated kernels on Vulkan: one dispatch per statement,
+// scalars as push constants (new values reuse the kernel), invalid GLSL from a user's op
+// as kiln::shader_error, and the persistent cache across contexts: cold, warm, damaged
+// entries rebuilt, KILN_CACHE=off.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "random.hpp"
+#include "vulkan_fixture.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using fused = kiln_test::vulkan_test;
+
+struct broken_op {
+  static constexpr std::string_view name = "broken";
+  template <class V>
+  static V apply(const V& v) {
+    return v;
+  }
+  static constexpr std::string_view glsl = "no_such_function({0})";
+};
+
+/// A distinct cache directory for one test; removed at the end.
+struct temp_cache {
+  fs::path dir;
+  kiln_test::scoped_env env;
+  explicit temp_cache(const std::string& name)
+      : dir(fs::path(::testing::TempDir()) / ("kiln_vk_cache_" + name + "_" + std::to_string(::getpid()))),
+        env("KILN_CACHE_DIR", dir.c_str()) {
+    fs::remove_all(dir);
+  }
+  ~temp_cache() { fs::remove_all(dir); }
+  std::size_t files(const std::string& ext) const {
+    std::size_t n = 0;
+    if (fs::exists(dir))
+      for (const auto& e : fs::directory_iterator(dir)) n += e.path().extension() == ext;
+    return n;
+  }
+};
+
+/// A context of its own (so its in-memory kernel cache starts empty), validation on.
+kiln::context<kiln::vulkan> fresh_context() { return kiln::context<kiln::vulkan>{kiln_test::validated()}; }
+
+/// Runs one fused statement on ctx and checks it.
+void run_statement(kiln::context<kiln::vulkan>& ctx, float k) {
+  std::vector<float> h = {-2.0f, -0.5f, 0.0f, 0.5f, 2.0f, 3.0f, -3.0f};
+  auto x = kiln::from_host(ctx, {7}, h);
+  auto y = kiln::empty<float>(ctx, {7});
+  y = kiln::sigmoid(x * k) + kiln::relu(x) - 1.0f;
+  const auto got = y.to_host();
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const double want = 1.0 / (1.0 + std::exp(-double(h[i]) * k)) + std::max(0.0f, h[i]) - 1.0;
+    EXPECT_NEAR(got[i], want, 1e-6) << i;
+  }
+}
+
+}  // namespace
+
+TEST_F(fused, a_chain_is_one_dispatch_and_new_scalars_reuse_the_kernel) {
+  auto& c = ctx();
+  auto x = kiln::full(c, {1001}, 0.25f);
+  auto y = kiln::empty<float>(c, {1001});
+  y = kiln::gelu(x * 2.0f + 1.0f) * kiln::tanh(x);  // warm up this statement's kernel
+  const auto compiled = kiln::vulkan::cache(c).compilations;
+  const auto launched = c.kernels_launched();
+  for (float s : {3.0f, 4.0f, 5.0f}) y = kiln::gelu(x * s + 1.0f) * kiln::tanh(x);
+  EXPECT_EQ(c.kernels_launched() - launched, 3u);
+  EXPECT_EQ(kiln::vulkan::cache(c).compilations, compiled) << "a new scalar value recompiled the kernel";
+  const float want = 0.5f * 2.25f * (1.0f + std::erf(2.25f / std::sqrt(2.0f))) * std::tanh(0.25f);
+  for (float v : y.to_host()) EXPECT_NEAR(v, want, 1e-6f);
+}
+
+TEST_F(fused, invalid_glsl_of_a_custom_op_is_a_shader_error_with_expression_source_and_log) {
+  auto& c = ctx();
+  auto x = kiln::full(c, {8}, 1.0f);
+  auto y = kiln::empty<float>(c, {8});
+  try {
+    y = kiln::map<broken_op>(x + 1.0f);
+    FAIL() << "expected kiln::shader_error";
+  } catch (const kiln::shader_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("broken(add(a, s0))"), std::string::npos) << m;   // the expression
+    EXPECT_NE(m.find("no_such_function"), std::string::npos) << m;     // shaderc's log / the source
+    EXPECT_NE(m.find("   1 | #version 450"), std::string::npos) << m;  // numbered source lines
+  }
+  // the context is still usable
+  y = x * 3.0f;
+  for (float v : y.to_host()) EXPECT_EQ(v, 3.0f);
+}
+
+TEST_F(fused, cold_then_warm_contexts_share_the_disk_cache) {
+  temp_cache cache("warm");
+  {
+    auto c = fresh_context();
+    run_statement(c, 1.5f);
+    const auto s = kiln::vulkan::cache(c);
+    EXPECT_GE(s.compilations, 1u);
+    EXPECT_EQ(s.disk_hits, 0u);
+    EXPECT_EQ(s.directory, cache.dir.string());
+  }
+  EXPECT_GE(cache.files(".spv"), 1u);
+  {
+    auto c = fresh_context();
+    run_statement(c, 2.5f);  // other scalar: same kernel
+    const auto s = kiln::vulkan::cache(c);
+    EXPECT_EQ(s.compilations, 0u) << "the warm context compiled again";
+    EXPECT_GE(s.disk_hits, 1u);
+  }
+}
+
+TEST_F(fused, damaged_cache_entries_are_rebuilt_not_trusted) {
+  temp_cache cache("damaged");
+  {
+    auto c = fresh_context();
+    run_statement(c, 1.0f);
+  }
+  ASSERT_GE(cache.files(".spv"), 1u);
+  for (const auto& e : fs::directory_iterator(cache.dir)) {  // flip bytes in, then truncate, every entry
+    if (e.path().extension() != ".spv") continue;
+    const auto size = fs::file_size(e.path());
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(size / 2));
+    f.write("garbage!", 8);
+    f.close();
+  }
+  {
+    auto c = fresh_context();
+    run_statement(c, 1.0f);  // correct results from a fresh compile
+    const auto s = kiln::vulkan::cache(c);
+    EXPECT_GE(s.disk_rejected, 1u);
+    EXPECT_GE(s.compilations, 1u);
+  }
+  for (const auto& e : fs::directory_iterator(cache.dir)) {
+    if (e.path().extension() == ".spv") fs::resize_file(e.path(), 10);
+  }
+  {
+    auto c = fresh_context();
+    run_statement(c, 1.0f);
+    EXPECT_GE(kiln::vulkan::cache(c).disk_rejected, 1u);
+  }
+  {
+    auto c = fresh_context();  // the rewritten entries are valid again
+    run_statement(c, 1.0f);
+    EXPECT_EQ(kiln::vulkan::cache(c).compilations, 0u);
+  }
+}
+
+TEST_F(fused, cache_off_writes_nothing) {
+  temp_cache cache("off");
+  kiln_test::scoped_env off("KILN_CACHE", "off");
+  auto c = fresh_context();
+  run_statement(c, 1.0f);
+  EXPECT_EQ(kiln::vulkan::cache(c).directory, "");
+  EXPECT_FALSE(fs::exists(cache.dir));
+}
