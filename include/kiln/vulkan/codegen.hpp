@@ -479,16 +479,12 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
     }
     const std::string out_vt = plan.operands[0].type == dtype::i32 ? "ivec4" : "vec4";
     s += "    " + out_vt + " r;\n";
-    for (int lane = 0; lane < 4; ++lane) {
-      const char c = "xyzw"[lane];
-      s += "    r." + std::string(1, c) + " = kiln_compute(";
-      for (std::size_t u = 0; u < unique.size(); ++u) {
-        const std::size_t q = unique[u];
-        s += (u ? ", " : "") + ("l" + std::to_string(q - 1)) +
-             (plan.operands[q].how == access::constant ? "s" : "v." + std::string(1, c));
-      }
-      s += ");\n";
+    s += "    for (int k = 0; k < 4; ++k) r[k] = kiln_compute(";  // a loop: one copy of the body
+    for (std::size_t u = 0; u < unique.size(); ++u) {
+      const std::size_t q = unique[u];
+      s += (u ? ", " : "") + ("l" + std::to_string(q - 1)) + (plan.operands[q].how == access::constant ? "s" : "v[k]");
     }
+    s += ");\n";
     const std::string b0 = std::to_string(plan.operands[0].binding);
     const std::string store = plan.operands[0].type == dtype::f16 ? "f16vec4(r)" : "r";
     s += "    kiln_v" + b0 + "[p.off0 / 4u + q] = " + store + ";\n  }\n";

@@ -44,10 +44,7 @@ void main() {
     vec4 l1v = vec4(kiln_v2[p.off2 / 4u + q]);
     vec4 l2v = vec4(kiln_v3[p.off3 / 4u + q]);
     vec4 r;
-    r.x = kiln_compute(l0v.x, l1v.x, l2v.x);
-    r.y = kiln_compute(l0v.y, l1v.y, l2v.y);
-    r.z = kiln_compute(l0v.z, l1v.z, l2v.z);
-    r.w = kiln_compute(l0v.w, l1v.w, l2v.w);
+    for (int k = 0; k < 4; ++k) r[k] = kiln_compute(l0v[k], l1v[k], l2v[k]);
     kiln_v0[p.off0 / 4u + q] = r;
   }
   uint tail = quads * 4u + gl_GlobalInvocationID.x;
