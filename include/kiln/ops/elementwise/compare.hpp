@@ -10,13 +10,13 @@
 
 namespace kiln {
 
-#define KILN_COMPARISON(op_name, sym, glsl_sym)                                   \
+#define KILN_COMPARISON(op_name, sym, glsl_sym, body)                             \
   struct op_name##_op {                                                           \
     static constexpr std::string_view name = #op_name;                            \
     static constexpr bool yields_mask = true;                                     \
     template <class V>                                                            \
     static auto apply(const V& a, const V& b) {                                   \
-      return a sym b;                                                             \
+      return body;                                                                \
     }                                                                             \
     static constexpr std::string_view glsl = "({0} " glsl_sym " {1})";            \
   };                                                                              \
@@ -28,12 +28,14 @@ namespace kiln {
 
 /// Elementwise comparisons with broadcasting, yielding masks.
 /// Example: `auto m = x > 0.0f; y = kiln::where(m, x, 0.1f * x);`
-KILN_COMPARISON(eq, ==, "==")
-KILN_COMPARISON(ne, !=, "!=")
-KILN_COMPARISON(lt, <, "<")
-KILN_COMPARISON(le, <=, "<=")
-KILN_COMPARISON(gt, >, ">")
-KILN_COMPARISON(ge, >=, ">=")
+KILN_COMPARISON(eq, ==, "==", a == b)
+// != is spelled !(a == b): xsimd's AVX and AVX-512 batch != is the ordered compare
+// (_CMP_NEQ_OQ), false when either side is NaN, where IEEE (and the scalar tail) say true.
+KILN_COMPARISON(ne, !=, "!=", !(a == b))
+KILN_COMPARISON(lt, <, "<", a < b)
+KILN_COMPARISON(le, <=, "<=", a <= b)
+KILN_COMPARISON(gt, >, ">", a > b)
+KILN_COMPARISON(ge, >=, ">=", a >= b)
 #undef KILN_COMPARISON
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "kiln/expr/lanes.hpp"
@@ -14,8 +15,22 @@ struct pow_op {
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a, const V& b) {
-    using std::pow;
-    return pow(a, b);
+    if constexpr (std::is_floating_point_v<V>) {
+      using std::pow;
+      return pow(a, b);  // the C library follows the IEEE special cases
+    } else {
+      // Vector pow (xsimd's is the same exp(b * log|a|)) with the sign and the IEEE special
+      // cases put back; xsimd's own gives pow(0, 0) = 0, pow(-0, -2) = 0, pow(-inf, 0.5) = NaN.
+      using std::abs, std::copysign, std::exp, std::floor, std::isinf, std::log;
+      const V zero(0.0f), one(1.0f);
+      const auto b_int = floor(b) == b && !isinf(b);
+      const auto b_odd = b_int && floor(b * V(0.5f)) != b * V(0.5f);
+      const V m = exp(b * log(abs(a)));  // log(0) = -inf and log(inf) = inf give 0 / inf
+      const V r = select(b_odd, copysign(m, a), m);
+      const auto invalid = a < zero && !isinf(a) && !b_int && !isinf(b);  // NaN: negative ** fraction
+      const auto unit = b == zero || a == one || (a == -one && isinf(b));
+      return select(unit, one, select(invalid, V(std::numeric_limits<float>::quiet_NaN()), r));
+    }
   }
   static constexpr std::string_view glsl = "kiln_pow({0}, {1})";
 };
