@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -215,7 +216,12 @@ cbatch<To, A> convert(const V& v) {
   } else if constexpr (is_floating_v<From>) {
     using F = xsimd::batch<float, A>;
     const F c = xsimd::min(xsimd::max(v, F(int_lo<To>())), F(int_hi<To>()));
-    return xsimd::batch_cast<std::int32_t>(xsimd::select(xsimd::isnan(v), F(0.0f), c));
+    const R r = xsimd::batch_cast<std::int32_t>(xsimd::select(xsimd::isnan(v), F(0.0f), c));
+    if constexpr (std::is_same_v<To, std::int32_t>) {
+      return xsimd::select(lane_traits<R>::mask_for(v >= F(2147483648.0f)), R(std::numeric_limits<std::int32_t>::max()), r);
+    } else {
+      return r;
+    }
   } else if constexpr (std::is_same_v<To, std::int8_t>) {
     return (v << 24) >> 24;
   } else if constexpr (std::is_same_v<To, std::uint8_t>) {

@@ -1,6 +1,7 @@
 // kiln/expr/convert.hpp — scalar conversions between compute types, shared by every
 // backend's scalar path (the SIMD and GLSL spellings mirror these rules exactly):
-//   float -> integer: truncate toward zero, saturate to the target's range, NaN -> 0;
+//   float -> integer: truncate toward zero, saturate to the target's range (int32: to
+//                     INT32_MAX from 2^31 up), NaN -> 0;
 //   integer -> integer: wrap to the target's width (two's complement);
 //   float -> f16/bf16: round to the target's precision (nearest even);
 //   mask -> number: 1 or 0.
@@ -37,6 +38,9 @@ compute_t<To> convert_value(compute_t<From> v) {
     else return static_cast<float>(To(static_cast<float>(v)));  // round to f16/bf16 precision
   } else if constexpr (is_floating_v<From>) {
     if (std::isnan(v)) return 0;
+    if constexpr (std::is_same_v<To, std::int32_t>) {
+      if (v >= 2147483648.0f) return std::numeric_limits<std::int32_t>::max();  // not a float: exact here
+    }
     const float c = std::fmin(std::fmax(v, int_lo<To>()), int_hi<To>());
     return static_cast<std::int32_t>(static_cast<To>(static_cast<std::int32_t>(c)));
   } else {

@@ -85,6 +85,11 @@ inline std::string_view glsl_storage_type(dtype t) {
   return "uint8_t";
 }
 
+/// GLSL type a stored dtype computes in.
+constexpr std::string_view compute_type_of(dtype t) {
+  return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 ? "float" : "int";
+}
+
 template <class T>
 constexpr std::string_view glsl_compute_type() {
   if constexpr (std::is_same_v<T, bool>) return "bool";
@@ -129,20 +134,32 @@ inline constexpr std::string_view bf16_glsl = R"(uint16_t kiln_to_bf16(float v) 
 )";
 
 inline constexpr std::string_view pow_glsl = R"(float kiln_pow(float x, float y) {
+  // C pow's special cases (GLSL leaves pow undefined for x < 0, and x = 0 with y <= 0)
+  const float inf = uintBitsToFloat(0x7f800000u);
   if (y == 0.0 || x == 1.0) return 1.0;
   if (isnan(x) || isnan(y)) return x + y;
-  float r = x == 0.0 ? (y > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u)) : pow(abs(x), y);
-  if (x < 0.0) {
-    if (floor(y) != y) return uintBitsToFloat(0x7fc00000u);
-    if (mod(y, 2.0) == 1.0) r = -r;
+  float ax = abs(x);
+  if (ax == 1.0 && isinf(y)) return 1.0;
+  bool neg = (floatBitsToUint(x) & 0x80000000u) != 0u;
+  bool y_int = !isinf(y) && floor(y) == y;
+  bool y_odd = y_int && mod(y, 2.0) == 1.0;
+  float r;
+  if (ax == 0.0) r = y > 0.0 ? 0.0 : inf;
+  else if (isinf(ax)) r = y > 0.0 ? inf : 0.0;
+  else if (isinf(y)) r = (ax > 1.0) == (y > 0.0) ? inf : 0.0;
+  else {
+    if (neg && !y_int) return uintBitsToFloat(0x7fc00000u);
+    r = exp2(y * log2(ax));
   }
-  return r;
+  return neg && y_odd ? -r : r;
 }
 )";
 
 /// Saturating float -> integer (truncate toward zero; NaN -> 0), as detail::convert_value.
 inline constexpr std::string_view f2i_glsl = R"(int kiln_f2i(float v, float lo, float hi) {
-  return isnan(v) ? 0 : int(clamp(v, lo, hi));
+  if (isnan(v)) return 0;
+  if (hi > 2147483000.0 && v >= 2147483648.0) return 2147483647;  // int32: its max is not a float
+  return int(clamp(v, lo, hi));
 }
 )";
 
@@ -154,7 +171,7 @@ class emitter {
   std::string body;       // statements of kiln_compute
   std::string expression; // readable form
   std::vector<std::string> scalar_types;  // GLSL type of each push-constant scalar
-  bool uses_erf = false, uses_tanh = false, uses_pow = false, uses_f2i = false;
+  bool uses_erf = false, uses_tanh = false, uses_pow = false, uses_f2i = false, uses_f16 = false, uses_bf16 = false;
 
   template <class N>
   std::string emit(const N& n, std::string& readable) {
@@ -261,8 +278,10 @@ class emitter {
     } else if constexpr (std::is_same_v<To, float>) {
       return "float(" + a + ")";
     } else if constexpr (std::is_same_v<To, half>) {
+      uses_f16 = true;
       return "float(float16_t(float(" + a + ")))";
     } else if constexpr (std::is_same_v<To, bfloat16>) {
+      uses_bf16 = true;
       return "uintBitsToFloat(uint(kiln_to_bf16(float(" + a + "))) << 16)";
     } else if constexpr (is_floating_v<From>) {
       uses_f2i = true;
@@ -344,7 +363,7 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   using V = typename N::value_type;
   const std::string_view result_type = glsl_compute_type<V>();
 
-  bool f16 = false, b16 = false, i8 = false;
+  bool f16 = em.uses_f16, b16 = em.uses_bf16, i8 = false;  // casts inside need them too
   for (const auto& op : plan.operands) {
     f16 = f16 || op.type == dtype::f16;
     b16 = b16 || op.type == dtype::bf16;
@@ -389,7 +408,10 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
     const std::string_view st = glsl_storage_type(op.type);
     s += "layout(std430, set = 0, binding = " + b + ") " + qual + "buffer kiln_buf" + b + " { " + std::string(st) +
          " kiln_b" + b + "[]; };\n";
-    if (plan.vec4) {
+    bool vector_read = false;  // a linear operand on this binding is read or written as vec4
+    for (std::size_t q = 0; q <= L; ++q)
+      vector_read = vector_read || (plan.operands[q].binding == op.binding && plan.operands[q].how == access::linear);
+    if (plan.vec4 && vector_read) {
       const std::string vt = op.type == dtype::f32 ? "vec4" : op.type == dtype::i32 ? "ivec4" : "f16vec4";
       s += "layout(std430, set = 0, binding = " + b + ") " + qual + "buffer kiln_vbuf" + b + " { " + vt + " kiln_v" +
            b + "[]; };\n";
@@ -470,7 +492,7 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
       const auto& op = plan.operands[q];
       const std::string b = std::to_string(op.binding), o = std::to_string(q);
       if (op.how == access::constant) {
-        s += "    " + std::string(op.type == dtype::i32 ? "int" : "float") + " l" + std::to_string(q - 1) + "s = " +
+        s += "    " + std::string(compute_type_of(op.type)) + " l" + std::to_string(q - 1) + "s = " +
              glsl_load(op.type, "kiln_b" + b + "[p.off" + o + "]") + ";\n";
       } else {
         const std::string vt = op.type == dtype::i32 ? "ivec4" : "vec4";
@@ -503,7 +525,7 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   }
   for (std::size_t q : unique) {
     const auto& op = plan.operands[q];
-    s += "    " + std::string(op.type == dtype::f32 || op.type == dtype::f16 || op.type == dtype::bf16 ? "float" : "int") +
+    s += "    " + std::string(compute_type_of(op.type)) +
          " l" + std::to_string(q - 1) + " = " +
          glsl_load(op.type, "kiln_b" + std::to_string(op.binding) + "[" + index_of(q, "i") + "]") + ";\n";
   }

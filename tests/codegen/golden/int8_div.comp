@@ -20,7 +20,9 @@ layout(push_constant) uniform kiln_params {
 } p;
 
 int kiln_f2i(float v, float lo, float hi) {
-  return isnan(v) ? 0 : int(clamp(v, lo, hi));
+  if (isnan(v)) return 0;
+  if (hi > 2147483000.0 && v >= 2147483648.0) return 2147483647;  // int32: its max is not a float
+  return int(clamp(v, lo, hi));
 }
 int kiln_compute(float l0, int l1) {
   float v0 = float(l0);

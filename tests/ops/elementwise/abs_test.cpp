@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class abs_test : public ::testing::Test {};
+class abs_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(abs_test, backend_types);
 
 TYPED_TEST(abs_test, f32) {

@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class add_test : public ::testing::Test {};
+class add_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(add_test, backend_types);
 
 TYPED_TEST(add_test, f32_tensors) {

@@ -10,7 +10,7 @@
 using namespace kiln_test;
 
 template <class B>
-class broadcast_test : public ::testing::Test {};
+class broadcast_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(broadcast_test, backend_types);
 
 namespace {

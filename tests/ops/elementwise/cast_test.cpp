@@ -10,21 +10,20 @@
 using namespace kiln_test;
 
 template <class B>
-class cast_test : public ::testing::Test {};
+class cast_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(cast_test, backend_types);
 
 namespace {
 
 /// float -> integer dtype T as convert.hpp states it, computed in double: NaN -> 0, else
-/// truncate toward zero and saturate to T's range. For int32 the upper bound is
-/// 2147483520, the largest float below 2^31 (convert.hpp's int_hi): floats from 2^31 up,
-/// +inf included, become 2147483520, not INT32_MAX.
+/// truncate toward zero and saturate to T's range (floats from 2^31 up, +inf included,
+/// become INT32_MAX).
 template <class T>
 ArrayXl saturate_to(const ArrayXd& x) {
   return x.unaryExpr([](double v) -> std::int64_t {
     if (std::isnan(v)) return 0;
     const double lo = std::numeric_limits<T>::min();
-    const double hi = std::is_same_v<T, std::int32_t> ? 2147483520.0 : double(std::numeric_limits<T>::max());
+    const double hi = double(std::numeric_limits<T>::max());
     return static_cast<std::int64_t>(std::clamp(std::trunc(v), lo, hi));
   });
 }

@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class clamp_test : public ::testing::Test {};
+class clamp_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(clamp_test, backend_types);
 
 namespace {

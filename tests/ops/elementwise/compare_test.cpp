@@ -9,7 +9,7 @@
 using namespace kiln_test;
 
 template <class B>
-class compare_test : public ::testing::Test {};
+class compare_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(compare_test, backend_types);
 
 namespace {

@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class div_test : public ::testing::Test {};
+class div_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(div_test, backend_types);
 
 TYPED_TEST(div_test, f32_tensors) {

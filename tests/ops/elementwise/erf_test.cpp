@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class erf_test : public ::testing::Test {};
+class erf_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(erf_test, backend_types);
 
 namespace {

@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class exp_test : public ::testing::Test {};
+class exp_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(exp_test, backend_types);
 
 namespace {

@@ -6,7 +6,7 @@
 using namespace kiln_test;
 
 template <class B>
-class gelu_tanh_test : public ::testing::Test {};
+class gelu_tanh_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(gelu_tanh_test, backend_types);
 
 namespace {

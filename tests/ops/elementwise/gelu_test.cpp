@@ -7,7 +7,7 @@
 using namespace kiln_test;
 
 template <class B>
-class gelu_test : public ::testing::Test {};
+class gelu_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(gelu_test, backend_types);
 
 namespace {

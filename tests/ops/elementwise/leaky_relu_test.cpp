@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class leaky_relu_test : public ::testing::Test {};
+class leaky_relu_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(leaky_relu_test, backend_types);
 
 namespace {

@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class maximum_test : public ::testing::Test {};
+class maximum_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(maximum_test, backend_types);
 
 namespace {

@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class minimum_test : public ::testing::Test {};
+class minimum_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(minimum_test, backend_types);
 
 namespace {

@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class mul_test : public ::testing::Test {};
+class mul_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(mul_test, backend_types);
 
 TYPED_TEST(mul_test, f32_tensors) {

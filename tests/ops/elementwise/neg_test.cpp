@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class neg_test : public ::testing::Test {};
+class neg_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(neg_test, backend_types);
 
 TYPED_TEST(neg_test, f32) {

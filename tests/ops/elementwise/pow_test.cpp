@@ -6,7 +6,7 @@
 using namespace kiln_test;
 
 template <class B>
-class pow_test : public ::testing::Test {};
+class pow_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(pow_test, backend_types);
 
 namespace {

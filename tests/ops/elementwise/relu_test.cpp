@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class relu_test : public ::testing::Test {};
+class relu_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(relu_test, backend_types);
 
 namespace {

@@ -6,7 +6,7 @@
 using namespace kiln_test;
 
 template <class B>
-class rsqrt_test : public ::testing::Test {};
+class rsqrt_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(rsqrt_test, backend_types);
 
 namespace {

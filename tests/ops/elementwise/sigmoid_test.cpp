@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class sigmoid_test : public ::testing::Test {};
+class sigmoid_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(sigmoid_test, backend_types);
 
 namespace {

@@ -6,7 +6,7 @@
 using namespace kiln_test;
 
 template <class B>
-class silu_test : public ::testing::Test {};
+class silu_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(silu_test, backend_types);
 
 namespace {

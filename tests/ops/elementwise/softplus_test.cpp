@@ -6,7 +6,7 @@
 using namespace kiln_test;
 
 template <class B>
-class softplus_test : public ::testing::Test {};
+class softplus_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(softplus_test, backend_types);
 
 namespace {

@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class sqrt_test : public ::testing::Test {};
+class sqrt_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(sqrt_test, backend_types);
 
 namespace {

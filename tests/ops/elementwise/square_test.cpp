@@ -4,7 +4,7 @@
 using namespace kiln_test;
 
 template <class B>
-class square_test : public ::testing::Test {};
+class square_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(square_test, backend_types);
 
 TYPED_TEST(square_test, f32) {

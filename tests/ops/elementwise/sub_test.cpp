@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class sub_test : public ::testing::Test {};
+class sub_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(sub_test, backend_types);
 
 TYPED_TEST(sub_test, f32_tensors) {

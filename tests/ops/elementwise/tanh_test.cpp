@@ -5,7 +5,7 @@
 using namespace kiln_test;
 
 template <class B>
-class tanh_test : public ::testing::Test {};
+class tanh_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(tanh_test, backend_types);
 
 namespace {

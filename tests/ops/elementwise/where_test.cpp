@@ -6,7 +6,7 @@
 using namespace kiln_test;
 
 template <class B>
-class where_test : public ::testing::Test {};
+class where_test : public kiln_test::backend_test<B> {};
 TYPED_TEST_SUITE(where_test, backend_types);
 
 TYPED_TEST(where_test, f32_mask_from_comparison) {

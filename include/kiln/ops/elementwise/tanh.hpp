@@ -33,7 +33,9 @@ V tanh_approx(const V& x) {
   q = fma(q, t, V(-4.375895260e-02f));
   q = fma(q, t, V(1.744600569e-01f));
   q = fma(q, t, V(1.0f));
-  return select(c <= V(-9.0f), V(-1.0f), select(V(9.0f) <= c, V(1.0f), c * divide_approx(p, q)));
+  // |tanh| <= 1 exactly: the fit's few-ulp error near ±1 must not step outside
+  const V r = c * divide_approx(p, q);
+  return select(r <= V(-1.0f), V(-1.0f), select(V(1.0f) <= r, V(1.0f), r));
 }
 
 /// The same formula in GLSL (prepended to generated shaders that use kiln_tanh).
@@ -44,7 +46,8 @@ inline constexpr std::string_view tanh_glsl = R"(float kiln_tanh(float x) {
                 7.953805427e-03), t, 3.142073201e-02), t, -1.588731673e-01), t, 9.999999957e-01);
   float den = fma(fma(fma(fma(fma(fma(5.025660470e-08, t, 2.144024475e-05), t, 1.631351422e-03), t,
                 2.407407976e-02), t, -4.375895260e-02), t, 1.744600569e-01), t, 1.0);
-  return c <= -9.0 ? -1.0 : (9.0 <= c ? 1.0 : c * num / den);
+  float r = c * num / den;
+  return isnan(r) ? r : clamp(r, -1.0, 1.0);
 }
 )";
 
