@@ -118,7 +118,7 @@ inline std::string glsl_store(dtype t, std::string_view from, const std::string&
     case dtype::f32:
     case dtype::i32: return x;
     case dtype::f16: return "float16_t(" + x + ")";
-    case dtype::bf16: return "kiln_to_bf16(" + x + ")";
+    case dtype::bf16: return "uint16_t(kiln_to_bf16(" + x + "))";
     case dtype::i8: return "int8_t(" + x + ")";
     case dtype::u8: return "uint8_t(" + x + ")";
     case dtype::mask: break;
@@ -126,10 +126,10 @@ inline std::string glsl_store(dtype t, std::string_view from, const std::string&
   return x;
 }
 
-inline constexpr std::string_view bf16_glsl = R"(uint16_t kiln_to_bf16(float v) {
+inline constexpr std::string_view bf16_glsl = R"(uint kiln_to_bf16(float v) {
   uint x = floatBitsToUint(v);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);
-  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;
+  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
 }
 )";
 
@@ -279,10 +279,10 @@ class emitter {
       return "float(" + a + ")";
     } else if constexpr (std::is_same_v<To, half>) {
       uses_f16 = true;
-      return "float(float16_t(float(" + a + ")))";
+      return "unpackHalf2x16(packHalf2x16(vec2(float(" + a + "), 0.0))).x";
     } else if constexpr (std::is_same_v<To, bfloat16>) {
       uses_bf16 = true;
-      return "uintBitsToFloat(uint(kiln_to_bf16(float(" + a + "))) << 16)";
+      return "uintBitsToFloat(kiln_to_bf16(float(" + a + ")) << 16)";
     } else if constexpr (is_floating_v<From>) {
       uses_f2i = true;
       return "kiln_f2i(" + a + ", " + float_literal(int_lo<To>()) + ", " + float_literal(int_hi<To>()) + ")";
@@ -384,8 +384,8 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   }
   s += "; rank " + std::to_string(plan.rank) + (plan.vec4 ? "; vec4" : "") + "\n";
   if (f16 || b16) s += "#extension GL_EXT_shader_16bit_storage : require\n";
-  if (f16) s += "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n";
-  if (b16) s += "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n";
+  // 16-bit values are only loaded, stored and converted (16-bit storage), never computed
+  // with: no Float16/Int16 arithmetic capability is needed from the device.
   if (i8) {
     s += "#extension GL_EXT_shader_8bit_storage : require\n";
     s += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n";

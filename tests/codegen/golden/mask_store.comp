@@ -2,7 +2,6 @@
 // kiln generated kernel: ge(cast<f32>(a), s0)
 // operands: out u8, a f16; rank 1
 #extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 layout(local_size_x_id = 0) in;

@@ -2,8 +2,6 @@
 // kiln generated kernel: where(gt(cast<f32>(a), s0), b, cast<f16>(mul(cast<f32>(c), s1)))
 // operands: out f16, a i8, b f16, c bf16; rank 1
 #extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 layout(local_size_x_id = 0) in;
@@ -23,17 +21,17 @@ layout(push_constant) uniform kiln_params {
   float s1;
 } p;
 
-uint16_t kiln_to_bf16(float v) {
+uint kiln_to_bf16(float v) {
   uint x = floatBitsToUint(v);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);
-  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;
+  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
 }
 float kiln_compute(int l0, float l1, float l2) {
   float v0 = float(l0);
   bool v1 = (v0 > p.s0);
   float v2 = float(l2);
   float v3 = (v2 * p.s1);
-  float v4 = float(float16_t(float(v3)));
+  float v4 = unpackHalf2x16(packHalf2x16(vec2(float(v3), 0.0))).x;
   float v5 = (v1 ? l1 : v4);
   return v5;
 }
