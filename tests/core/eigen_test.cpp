@@ -13,31 +13,15 @@
 #include <vector>
 
 #include "backends.hpp"
+#include "checks.hpp"
 
 namespace {
 
 using cpu_ctx = kiln::context<kiln_test::cpu>;
 
-std::vector<float> iota(std::size_t n, float start = 0.0f) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), start);
-  return v;
-}
-
-template <class F>
-std::string shape_error_of(F&& f) {
-  try {
-    f();
-  } catch (const kiln::shape_error& e) {
-    return e.what();
-  }
-  return "<no kiln::shape_error>";
-}
-
-::testing::AssertionResult has(const std::string& msg, const std::string& part) {
-  if (msg.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << msg << "\" does not mention \"" << part << "\"";
-}
+using kiln_test::has;
+using kiln_test::iota;
+using kiln_test::shape_error_of;
 
 cpu_ctx& ctx() { return kiln_test::ctx<kiln_test::cpu>(); }
 
