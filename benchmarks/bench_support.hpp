@@ -134,14 +134,17 @@ bool verified(benchmark::State& state, verdict& v, Check&& check) {
 }
 
 /// main() for a benchmark binary. A measurement by default: at least 0.5 s per
-/// repetition, 9 repetitions, only the aggregates (mean, median, stddev, cv) printed.
+/// repetition, 9 repetitions run in random interleaved order (so a noisy spell on a
+/// shared machine spreads over every variant instead of hitting one), only the
+/// aggregates (mean, median, stddev, cv) printed.
 /// These go in as flags ahead of the user's, so that a later flag wins
 /// (e.g. --benchmark_min_time=0.01 --benchmark_repetitions=1 for a smoke run).
 inline int run_main(int argc, char** argv, void (*register_all)()) {
   static char min_time[] = "--benchmark_min_time=0.5";
   static char repetitions[] = "--benchmark_repetitions=9";
   static char aggregates[] = "--benchmark_report_aggregates_only=true";
-  std::vector<char*> args{argv[0], min_time, repetitions, aggregates};
+  static char interleave[] = "--benchmark_enable_random_interleaving=true";
+  std::vector<char*> args{argv[0], min_time, repetitions, aggregates, interleave};
   args.insert(args.end(), argv + 1, argv + argc);
   int n = static_cast<int>(args.size());
   args.push_back(nullptr);

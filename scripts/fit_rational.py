@@ -2,7 +2,7 @@
 """Derives the coefficients of kiln's float erf and tanh (ops/elementwise/erf.hpp, tanh.hpp).
 
 f(x) ~= x * P(x^2) / Q(x^2) on |x| <= X, Q(0) = 1; beyond X, f rounds to +-1 in float.
-  erf:  P degree 6, Q degree 5, X = 4   (erf.hpp cuts over to +-1 at 3.92)
+  erf:  P degree 5, Q degree 5, X = 4   (erf.hpp cuts over to +-1 at 3.92)
   tanh: P degree 6, Q degree 6, X = 9
 A rational fit in relative error by iteratively re-weighted linear least squares on
 Chebyshev nodes (double precision); then the worst relative error of the float32
@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-FITS = {"erf": (math.erf, 6, 5, 4.0), "tanh": (math.tanh, 6, 6, 9.0)}
+FITS = {"erf": (math.erf, 5, 5, 4.0), "tanh": (math.tanh, 6, 6, 9.0)}
 fn, DP, DQ, X = FITS[sys.argv[1] if len(sys.argv) > 1 else "erf"]
 
 n = 6000

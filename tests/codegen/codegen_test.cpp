@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "backends.hpp"
 
@@ -162,4 +163,31 @@ TEST_F(codegen, malformed_custom_op_body_is_a_shader_error) {
   auto x = kiln::zeros<float>(ctx, {5});
   auto y = kiln::empty<float>(ctx, {5});
   EXPECT_THROW(vk::make_kernel(y, kiln::map<bad_op>(x)), kiln::shader_error);
+}
+
+/// A custom op with a helper function of its own, and one it shares with kiln's tanh.
+struct scaled_tanh_op {
+  static constexpr std::string_view name = "scaled_tanh";
+  template <class V>
+  static V apply(const V& v) { return v; }
+  static constexpr std::string_view glsl = "my_scale(kiln_tanh({0}))";
+  static std::vector<std::string> glsl_functions() {
+    return {kiln::detail::tanh_glsl(), "float my_scale(float x) {\n  return 3.0 * x;\n}\n"};
+  }
+};
+
+TEST_F(codegen, helper_functions_are_emitted_once_per_shader) {
+  auto x = kiln::zeros<float>(ctx, {5});
+  auto y = kiln::empty<float>(ctx, {5});
+  const std::string g = vk::make_kernel(y, kiln::map<scaled_tanh_op>(x) + kiln::tanh(x * 2.0f) +
+                                               kiln::gelu_tanh(x) + kiln::map<scaled_tanh_op>(x + 1.0f))
+                            .source.glsl;
+  auto count = [&](const std::string& what) {
+    std::size_t c = 0;
+    for (std::size_t at = g.find(what); at != std::string::npos; at = g.find(what, at + 1)) ++c;
+    return c;
+  };
+  EXPECT_EQ(count("float kiln_tanh(float x)"), 1u) << g;
+  EXPECT_EQ(count("float my_scale(float x)"), 1u) << g;
+  EXPECT_EQ(glslc_errors(g, "shared_helpers"), "") << g;
 }

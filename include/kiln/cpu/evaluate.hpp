@@ -25,6 +25,15 @@
 #include "kiln/expr/node.hpp"
 #include "kiln/expr/traverse.hpp"
 
+/// Inlines the whole bound tree (every op body, user-defined ones too) into one row
+/// loop: an op body left out of line costs a call and a spill of its vector operands per
+/// batch, which is most of the time of a compute-heavy chain.
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_CPU_FLATTEN [[gnu::flatten]]
+#else
+#define KILN_CPU_FLATTEN
+#endif
+
 namespace kiln::detail::cpu_loop {
 
 /// Output extents below this run on one thread (thread start-up costs more than the work).
@@ -131,7 +140,7 @@ T to_out(const V& v) {
 }
 
 template <class A, bool Contig, class T, class Ev>
-void run_row(Ev& ev, T* orow, index_t oin, index_t len, bool stream) {
+KILN_CPU_FLATTEN void run_row(Ev& ev, T* orow, index_t oin, index_t len, bool stream) {
   index_t i = 0;
   if constexpr (simd::enabled<A>) {
     constexpr auto W = static_cast<index_t>(simd::lanes<A>);

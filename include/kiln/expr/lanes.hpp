@@ -4,7 +4,9 @@
 // spellings read the same. Backends specialise lane_traits for their vector types.
 #pragma once
 
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <type_traits>
 #include <utility>
 
@@ -64,16 +66,35 @@ auto is_nan(const V& v) {
 
 namespace detail {
 
-/// p / q to within ~2 ulp, cheaper than a vector division: the hardware reciprocal
-/// estimate (found by ADL for batches) refined by one Newton step. Scalars divide.
+/// min(hi, x) that keeps a NaN x (NaN in, NaN out): one instruction. Scalars compare;
+/// batches rely on the vector min returning its second operand when either is NaN (SSE,
+/// AVX, AVX-512), or NaN itself (NEON, WebAssembly).
 template <class V>
-V divide_approx(const V& p, const V& q) {
+V min_keep_nan(const V& hi, const V& x) {
   if constexpr (std::is_arithmetic_v<V>) {
-    return p / q;
+    return hi < x ? hi : x;
   } else {
-    const V r0 = reciprocal(q);
-    return p * (r0 * (V(2.0f) - q * r0));
+    return min(hi, x);
   }
+}
+
+/// max(lo, x) that keeps a NaN x, as min_keep_nan.
+template <class V>
+V max_keep_nan(const V& lo, const V& x) {
+  if constexpr (std::is_arithmetic_v<V>) {
+    return x < lo ? lo : x;
+  } else {
+    return max(lo, x);
+  }
+}
+
+/// c[0] + c[1] t + c[2] t^2 + ... by Horner's rule (one fused multiply-add a term).
+template <class V, class C, std::size_t N>
+V horner(const V& t, const std::array<C, N>& c) {
+  using std::fma;
+  V r = V(c[N - 1]);
+  for (std::size_t k = N - 1; k-- > 0;) r = fma(r, t, V(c[k]));
+  return r;
 }
 
 }  // namespace detail

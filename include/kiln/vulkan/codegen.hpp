@@ -14,6 +14,7 @@
 // element per step, or four (vec4 loads/stores) when every operand is linear and aligned.
 #pragma once
 
+#include <algorithm>
 #include <bit>  // std::bit_cast
 #include <climits>
 #include <cstddef>
@@ -28,11 +29,10 @@
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/shape.hpp"
+#include "kiln/expr/glsl.hpp"
 #include "kiln/expr/layout.hpp"
 #include "kiln/expr/node.hpp"
 #include "kiln/expr/traverse.hpp"
-#include "kiln/ops/elementwise/erf.hpp"
-#include "kiln/ops/elementwise/tanh.hpp"
 
 namespace kiln::detail::vk {
 
@@ -133,28 +133,6 @@ inline constexpr std::string_view bf16_glsl = R"(uint kiln_to_bf16(float v) {
 }
 )";
 
-inline constexpr std::string_view pow_glsl = R"(float kiln_pow(float x, float y) {
-  // C pow's special cases (GLSL leaves pow undefined for x < 0, and x = 0 with y <= 0)
-  const float inf = uintBitsToFloat(0x7f800000u);
-  if (y == 0.0 || x == 1.0) return 1.0;
-  if (isnan(x) || isnan(y)) return x + y;
-  float ax = abs(x);
-  if (ax == 1.0 && isinf(y)) return 1.0;
-  bool neg = (floatBitsToUint(x) & 0x80000000u) != 0u;
-  bool y_int = !isinf(y) && floor(y) == y;
-  bool y_odd = y_int && mod(y, 2.0) == 1.0;
-  float r;
-  if (ax == 0.0) r = y > 0.0 ? 0.0 : inf;
-  else if (isinf(ax)) r = y > 0.0 ? inf : 0.0;
-  else if (isinf(y)) r = (ax > 1.0) == (y > 0.0) ? inf : 0.0;
-  else {
-    if (neg && !y_int) return uintBitsToFloat(0x7fc00000u);
-    r = exp2(y * log2(ax));
-  }
-  return neg && y_odd ? -r : r;
-}
-)";
-
 /// Saturating float -> integer (truncate toward zero; NaN -> 0), as detail::convert_value.
 inline constexpr std::string_view f2i_glsl = R"(int kiln_f2i(float v, float lo, float hi) {
   if (isnan(v)) return 0;
@@ -171,7 +149,8 @@ class emitter {
   std::string body;       // statements of kiln_compute
   std::string expression; // readable form
   std::vector<std::string> scalar_types;  // GLSL type of each push-constant scalar
-  bool uses_erf = false, uses_tanh = false, uses_pow = false, uses_f2i = false, uses_f16 = false, uses_bf16 = false;
+  std::vector<std::string> functions;  // GLSL helper functions the ops declare, each once
+  bool uses_f2i = false, uses_f16 = false, uses_bf16 = false;
 
   template <class N>
   std::string emit(const N& n, std::string& readable) {
@@ -220,9 +199,9 @@ class emitter {
         if (operand_type == "int") body_text = Op::glsl_int;
       }
       const std::string text = substitute(body_text, args, operand_type);
-      uses_erf = uses_erf || text.find("kiln_erf(") != std::string::npos;
-      uses_tanh = uses_tanh || text.find("kiln_tanh(") != std::string::npos;
-      uses_pow = uses_pow || text.find("kiln_pow(") != std::string::npos;
+      for (std::string& f : glsl_functions_of<Op>()) {
+        if (std::find(functions.begin(), functions.end(), f) == functions.end()) functions.push_back(std::move(f));
+      }
       return define(std::string(glsl_compute_type<V>()), text);
     }
   }
@@ -443,9 +422,7 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   }
   s += "} p;\n\n";
 
-  if (em.uses_erf) s += erf_glsl;
-  if (em.uses_tanh) s += tanh_glsl;
-  if (em.uses_pow) s += pow_glsl;
+  for (const std::string& f : em.functions) s += f;
   if (em.uses_f2i) s += f2i_glsl;
   if (b16) s += bf16_glsl;
 

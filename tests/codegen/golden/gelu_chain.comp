@@ -20,19 +20,19 @@ layout(push_constant) uniform kiln_params {
   uint off3;
 } p;
 
-float kiln_erf(float x) {
-  float c = x < -4.0 ? -4.0 : (4.0 < x ? 4.0 : x);
+float kiln_gelu(float x) {
+  float a = abs(x);
+  float c = min(a, 5.656854153e+00);
   float t = c * c;
-  float num = fma(fma(fma(fma(fma(fma(-1.336023885e-08, t, 4.715110270e-06), t, 3.808589942e-04), t,
-                3.856478083e-03), t, 5.435400415e-02), t, 1.852799982e-01), t, 1.128379168e+00);
-  float den = fma(fma(fma(fma(fma(6.340349108e-05, t, 1.310691098e-03), t, 1.547984330e-02), t,
-                1.140140140e-01), t, 4.975335208e-01), t, 1.0);
-  return c <= -3.92 ? -1.0 : (3.92 <= c ? 1.0 : c * num / den);
+  float e = 5.543717384e+00 <= a ? 0.5
+          : c * fma(fma(fma(fma(fma(2.211375616e-08, t, 6.249753824e-06), t, 1.680841087e-04), t, 4.671523813e-03), t, 3.388284147e-02), t, 3.989422917e-01)
+              / fma(fma(fma(fma(fma(1.171352665e-06, t, 7.289681525e-05), t, 1.880740630e-03), t, 2.864346094e-02), t, 2.515981197e-01), t, 1.000000000e+00);
+  return isnan(x) ? x : fma(a, e, 0.5 * x);
 }
 float kiln_compute(float l0, float l1, float l2) {
   float v0 = (l0 * l1);
   float v1 = (v0 + l2);
-  float v2 = (0.5 * v1 * (1.0 + kiln_erf(v1 * 0.70710678118654752)));
+  float v2 = kiln_gelu(v1);
   return v2;
 }
 

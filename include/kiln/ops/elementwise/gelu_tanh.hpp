@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <string>
 #include <utility>
 
 #include "kiln/expr/lanes.hpp"
@@ -20,6 +21,7 @@ struct gelu_tanh_op {
     return V(0.5f) * a * (V(1.0f) + detail::tanh_approx(V(0.79788456080286536f) * (a + V(0.044715f) * a * a * a)));
   }
   static constexpr std::string_view glsl = "(0.5 * {0} * (1.0 + kiln_tanh(0.79788456080286536 * ({0} + 0.044715 * {0} * {0} * {0}))))";
+  static std::string glsl_functions() { return detail::tanh_glsl(); }
 };
 
 /// Elementwise GELU, tanh approximation: x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))). Dtypes: f32, f16, bf16 (integers fail to compile: cast first).

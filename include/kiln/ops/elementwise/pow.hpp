@@ -33,6 +33,27 @@ struct pow_op {
     }
   }
   static constexpr std::string_view glsl = "kiln_pow({0}, {1})";
+  /// C pow's special cases (GLSL leaves pow undefined for x < 0, and x = 0 with y <= 0).
+  static constexpr std::string_view glsl_functions = R"(float kiln_pow(float x, float y) {
+  const float inf = uintBitsToFloat(0x7f800000u);
+  if (y == 0.0 || x == 1.0) return 1.0;
+  if (isnan(x) || isnan(y)) return x + y;
+  float ax = abs(x);
+  if (ax == 1.0 && isinf(y)) return 1.0;
+  bool neg = (floatBitsToUint(x) & 0x80000000u) != 0u;
+  bool y_int = !isinf(y) && floor(y) == y;
+  bool y_odd = y_int && mod(y, 2.0) == 1.0;
+  float r;
+  if (ax == 0.0) r = y > 0.0 ? 0.0 : inf;
+  else if (isinf(ax)) r = y > 0.0 ? inf : 0.0;
+  else if (isinf(y)) r = (ax > 1.0) == (y > 0.0) ? inf : 0.0;
+  else {
+    if (neg && !y_int) return uintBitsToFloat(0x7fc00000u);
+    r = exp2(y * log2(ax));
+  }
+  return neg && y_odd ? -r : r;
+}
+)";
 };
 
 /// Elementwise power with broadcasting; either side may be a scalar. Floating dtypes.

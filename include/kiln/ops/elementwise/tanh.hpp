@@ -4,52 +4,45 @@
 // Coefficients from scripts/fit_rational.py; the GLSL spelling uses the same formula.
 #pragma once
 
+#include <array>
 #include <cmath>
+#include <string>
 #include <string_view>
 #include <utility>
 
+#include "kiln/expr/glsl.hpp"
 #include "kiln/expr/lanes.hpp"
 #include "kiln/expr/node.hpp"
 
 namespace kiln {
 namespace detail {
 
+/// tanh(x) ~= x P(x^2) / Q(x^2) on |x| <= tanh_fit_limit, Q(0) = 1.
+inline constexpr std::array<float, 7> tanh_pf = {9.999999957e-01f, -1.588731673e-01f, 3.142073201e-02f, 7.953805427e-03f,
+                                                 2.261101841e-04f, 1.342871881e-06f,  8.521138761e-10f};
+inline constexpr std::array<float, 7> tanh_qf = {1.0f,             1.744600569e-01f, -4.375895260e-02f, 2.407407976e-02f,
+                                                 1.631351422e-03f, 2.144024475e-05f, 5.025660470e-08f};
+inline constexpr float tanh_fit_limit = 9.0f;
+
 template <class V>
 V tanh_approx(const V& x) {
-  using std::fma;
-  const V c = select(x < V(-9.0f), V(-9.0f), select(V(9.0f) < x, V(9.0f), x));  // NaN stays NaN
+  const V c = min_keep_nan(V(tanh_fit_limit), max_keep_nan(V(-tanh_fit_limit), x));  // NaN stays NaN
   const V t = c * c;
-  V p = V(8.521138761e-10f);
-  p = fma(p, t, V(1.342871881e-06f));
-  p = fma(p, t, V(2.261101841e-04f));
-  p = fma(p, t, V(7.953805427e-03f));
-  p = fma(p, t, V(3.142073201e-02f));
-  p = fma(p, t, V(-1.588731673e-01f));
-  p = fma(p, t, V(9.999999957e-01f));
-  V q = V(5.025660470e-08f);
-  q = fma(q, t, V(2.144024475e-05f));
-  q = fma(q, t, V(1.631351422e-03f));
-  q = fma(q, t, V(2.407407976e-02f));
-  q = fma(q, t, V(-4.375895260e-02f));
-  q = fma(q, t, V(1.744600569e-01f));
-  q = fma(q, t, V(1.0f));
   // |tanh| <= 1 exactly: the fit's few-ulp error near ±1 must not step outside
-  const V r = c * divide_approx(p, q);
-  return select(r <= V(-1.0f), V(-1.0f), select(V(1.0f) <= r, V(1.0f), r));
+  const V r = (c * horner(t, tanh_pf)) / horner(t, tanh_qf);
+  return min_keep_nan(V(1.0f), max_keep_nan(V(-1.0f), r));
 }
 
-/// The same formula in GLSL (prepended to generated shaders that use kiln_tanh).
-inline constexpr std::string_view tanh_glsl = R"(float kiln_tanh(float x) {
-  float c = x < -9.0 ? -9.0 : (9.0 < x ? 9.0 : x);
-  float t = c * c;
-  float num = fma(fma(fma(fma(fma(fma(8.521138761e-10, t, 1.342871881e-06), t, 2.261101841e-04), t,
-                7.953805427e-03), t, 3.142073201e-02), t, -1.588731673e-01), t, 9.999999957e-01);
-  float den = fma(fma(fma(fma(fma(fma(5.025660470e-08, t, 2.144024475e-05), t, 1.631351422e-03), t,
-                2.407407976e-02), t, -4.375895260e-02), t, 1.744600569e-01), t, 1.0);
-  float r = c * num / den;
-  return isnan(r) ? r : clamp(r, -1.0, 1.0);
+/// The same formula in GLSL: kiln_tanh, for ops whose GLSL body calls it.
+inline std::string tanh_glsl() {
+  return "float kiln_tanh(float x) {\n"
+         "  float c = clamp(x, -" + glsl_float(tanh_fit_limit) + ", " + glsl_float(tanh_fit_limit) + ");\n"
+         "  float t = c * c;\n"
+         "  float r = c * " + glsl_horner(tanh_pf, "t") + "\n"
+         "              / " + glsl_horner(tanh_qf, "t") + ";\n"
+         "  return isnan(x) ? x : clamp(r, -1.0, 1.0);\n"
+         "}\n";
 }
-)";
 
 }  // namespace detail
 
@@ -61,6 +54,7 @@ struct tanh_op {
     return detail::tanh_approx(a);
   }
   static constexpr std::string_view glsl = "kiln_tanh({0})";
+  static std::string glsl_functions() { return detail::tanh_glsl(); }
 };
 
 /// Elementwise hyperbolic tangent (max relative error ~4.4e-7). Dtypes: f32, f16, bf16
