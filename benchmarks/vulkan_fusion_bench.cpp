@@ -21,6 +21,8 @@
 #include <kiln/kiln.hpp>
 #include <kiln/vulkan.hpp>
 
+#include "bench_support.hpp"
+
 namespace {
 
 constexpr kiln::index_t n = kiln::index_t(1) << 24;
@@ -107,6 +109,23 @@ void BM_copy_fused(benchmark::State& state) {
 }
 BENCHMARK(BM_copy_fused)->Name("BM_copy/vulkan/fused_vec4")->Unit(benchmark::kMillisecond)->UseRealTime();
 
+/// The host-side cost of a statement the kernel cache has seen: y = gelu(a*b + c) over
+/// 1024 floats, recorded 64 times per synchronize (the dispatches run on lavapipe too).
+void BM_statement_small(benchmark::State& state) {
+  auto* g = gpu();
+  if (!g) return state.SkipWithError("no Vulkan device");
+  auto a = kiln::random<float>(*g, {1024}, -3, 3, 1), b = kiln::random<float>(*g, {1024}, -3, 3, 2);
+  auto c = kiln::random<float>(*g, {1024}, -3, 3, 3), y = kiln::empty<float>(*g, {1024});
+  y = kiln::gelu(a * b + c);
+  g->synchronize();
+  for (auto _ : state) {
+    for (int i = 0; i < 64; ++i) y = kiln::gelu(a * b + c);
+    g->synchronize();
+  }
+  state.SetItemsProcessed(state.iterations() * 64);
+}
+BENCHMARK(BM_statement_small)->Name("BM_statement_1k/vulkan/gelu_chain")->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 constexpr const char* child_flag = "KILN_BENCH_FIRST_USE_CHILD";
 
 /// In a fresh process (this binary re-run with child_flag set): creates a context, pays
@@ -163,9 +182,5 @@ BENCHMARK_CAPTURE(first_use, warm, true)->Name("BM_first_use/vulkan/warm")->Unit
 
 int main(int argc, char** argv) {
   if (std::getenv(child_flag)) return first_use_child();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return kiln_bench::run_main(argc, argv, [] {});
 }

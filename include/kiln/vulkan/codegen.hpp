@@ -17,18 +17,23 @@
 #include <algorithm>
 #include <bit>  // std::bit_cast
 #include <climits>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/shape.hpp"
+#include "kiln/detail/disk_cache.hpp"
 #include "kiln/expr/glsl.hpp"
 #include "kiln/expr/layout.hpp"
 #include "kiln/expr/node.hpp"
@@ -70,6 +75,7 @@ struct kernel_source {
   std::string glsl;        // the cache key
   std::string expression;  // e.g. "gelu(add(mul(a, b), c))"
   kernel_plan plan;
+  std::string name;        // "fused_<hash of glsl>", the kernel's name in errors and on disk
 };
 
 inline std::string_view glsl_storage_type(dtype t) {
@@ -513,7 +519,7 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
        "] = " + glsl_store(plan.operands[0].type, result_type, "r") + ";\n";
   s += "  }\n}\n";
 
-  return kernel_source{std::move(s), std::move(readable), plan};
+  return kernel_source{std::move(s), std::move(readable), plan, {}};
 }
 
 /// Calls f(scalar_node) for every scalar of n, in the order generate() numbers them.
@@ -566,11 +572,45 @@ kernel_args make_args(const iteration_layout<L>& lay, const index_t (&offsets)[L
   return a;
 }
 
-/// A statement's kernel: its source (the cache key) and this dispatch's arguments.
+/// A statement's kernel: its source (the cache key; generated once per process for each
+/// expression type and plan, see cached_source) and this dispatch's arguments.
 struct kernel {
-  kernel_source source;
+  const kernel_source& source;
   kernel_args args;
 };
+
+/// The plan as a compact byte string (a map key).
+inline std::string plan_key(const kernel_plan& plan) {
+  std::string k;
+  k.reserve(4 + plan.operands.size() * 4);
+  k += static_cast<char>(plan.rank);
+  k += static_cast<char>(plan.vec4);
+  k += static_cast<char>(plan.bindings);
+  for (const operand_plan& o : plan.operands) {
+    k += static_cast<char>(o.type);
+    k += static_cast<char>(o.binding);
+    k += static_cast<char>(o.how);
+    k += static_cast<char>(o.same_as);
+  }
+  return k;
+}
+
+/// generate<T>(n, plan), once per process for each (T, N, plan): the text depends on
+/// nothing else (see the top of this file; an op's GLSL is a property of its type), so a
+/// statement seen before skips all text work. Thread-safe; entries live until exit.
+template <class T, class N>
+const kernel_source& cached_source(const N& n, const kernel_plan& plan) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::unique_ptr<const kernel_source>> sources;
+  const std::string key = plan_key(plan);
+  std::lock_guard lock(mutex);
+  if (auto it = sources.find(key); it != sources.end()) return *it->second;
+  auto src = std::make_unique<kernel_source>(generate<T>(n, plan));  // may throw shader_error
+  char name[24];
+  std::snprintf(name, sizeof name, "fused_%016llx", static_cast<unsigned long long>(fnv1a(src->glsl)));
+  src->name = name;
+  return *sources.emplace(key, std::move(src)).first->second;
+}
 
 /// Plans and generates the kernel for `out = n` (shapes and aliasing already checked).
 template <class T, class B, class N>
@@ -599,9 +639,8 @@ kernel make_kernel(const tensor<T, B>& out, const N& n) {
     return storage[a] == storage[b] && types[a] == types[b] && offsets[a] == offsets[b] && views[a] == views[b];
   };
   const kernel_plan plan = make_plan<L>(lay, types, offsets, same_storage, same_view);
-  kernel kn{generate<T>(n, plan), {}};
-  kn.args = make_args<L>(lay, offsets, plan, n);
-  return kn;
+  const kernel_source& src = cached_source<T>(n, plan);
+  return kernel{src, make_args<L>(lay, offsets, src.plan, n)};
 }
 
 }  // namespace kiln::detail::vk

@@ -45,9 +45,7 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
     if (slot != plan.operands[0].binding) b[slot] = {&in.storage()->alloc(), &in.storage()->access(), false};
   });
 
-  char name[24];
-  std::snprintf(name, sizeof name, "fused_%016llx", static_cast<unsigned long long>(fnv1a(kn.source.glsl)));
-  const kernel_spec spec{name, kn.source.glsl, {}, plan.bindings,
+  const kernel_spec spec{kn.source.name, kn.source.glsl, {}, plan.bindings,
                          static_cast<std::uint32_t>(kn.args.push.size() * sizeof(std::uint32_t)), kn.source.expression};
   const std::uint64_t work = plan.vec4 ? (kn.args.elements + 3) / 4 : kn.args.elements;
   ctx.dispatch(spec, b, std::as_bytes(std::span(kn.args.push)), ctx.groups_for(work));
