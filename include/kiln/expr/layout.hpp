@@ -31,33 +31,22 @@ struct iteration_layout {
   }
 };
 
-template <class T, class B, class N>
-iteration_layout<leaf_count_v<N>> make_layout(const tensor<T, B>& out, const N& n) {
-  constexpr std::size_t L = leaf_count_v<N>;
-  const shape& s = out.shape();
-  const int r = s.rank();
-
-  index_t st[L + 1][max_rank] = {};
-  for (int d = 0; d < r; ++d) st[0][d] = out.strides()[d];
-  std::size_t k = 1;
-  for_each_leaf(n, [&](const auto& in) {
-    const strides b = broadcast_strides(in, s);
-    for (int d = 0; d < r; ++d) st[k][d] = b[d];
-    ++k;
-  });
-
-  // Merge dimension d into the previous kept one when every operand steps over both as one.
-  iteration_layout<L> lay;
-  for (int d = 0; d < r; ++d) {
+/// Collapses the iteration space of shape s walked by K operands with strides st[o] (taken
+/// over s's dimensions): drops extent-1 dimensions and merges a dimension into the
+/// previous kept one when every operand steps over both as one. Rank 0 becomes rank 1.
+template <std::size_t K>
+iteration_layout<K - 1> collapse_dims(const shape& s, const index_t (&st)[K][max_rank]) {
+  iteration_layout<K - 1> lay;
+  for (int d = 0; d < s.rank(); ++d) {
     if (s[d] == 1) continue;
     bool merge = lay.rank > 0;
-    for (std::size_t o = 0; merge && o <= L; ++o) merge = lay.stride[o][lay.rank - 1] == st[o][d] * s[d];
+    for (std::size_t o = 0; merge && o < K; ++o) merge = lay.stride[o][lay.rank - 1] == st[o][d] * s[d];
     if (merge) {
       lay.extent[lay.rank - 1] *= s[d];
-      for (std::size_t o = 0; o <= L; ++o) lay.stride[o][lay.rank - 1] = st[o][d];
+      for (std::size_t o = 0; o < K; ++o) lay.stride[o][lay.rank - 1] = st[o][d];
     } else {
       lay.extent[lay.rank] = s[d];
-      for (std::size_t o = 0; o <= L; ++o) lay.stride[o][lay.rank] = st[o][d];
+      for (std::size_t o = 0; o < K; ++o) lay.stride[o][lay.rank] = st[o][d];
       ++lay.rank;
     }
   }
@@ -66,6 +55,23 @@ iteration_layout<leaf_count_v<N>> make_layout(const tensor<T, B>& out, const N& 
     lay.extent[0] = 1;
   }
   return lay;
+}
+
+/// The layout of `out = n`: the output, then n's leaves with strides broadcast to out.
+template <class T, class B, class N>
+iteration_layout<leaf_count_v<N>> make_layout(const tensor<T, B>& out, const N& n) {
+  constexpr std::size_t L = leaf_count_v<N>;
+  const shape& s = out.shape();
+  const int r = s.rank();
+  index_t st[L + 1][max_rank] = {};
+  for (int d = 0; d < r; ++d) st[0][d] = out.strides()[d];
+  std::size_t k = 1;
+  for_each_leaf(n, [&](const auto& in) {
+    const strides b = broadcast_strides(in, s);
+    for (int d = 0; d < r; ++d) st[k][d] = b[d];
+    ++k;
+  });
+  return collapse_dims<L + 1>(s, st);
 }
 
 }  // namespace kiln::detail

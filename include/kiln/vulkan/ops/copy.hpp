@@ -1,7 +1,7 @@
 // kiln/vulkan/ops/copy.hpp — binds kernels/copy.comp, kernels/fill.comp and
 // kernels/cast.comp: strided copy (materialises any view), fill, and f32 <-> f16 casts.
-// The host merges dimensions that every operand walks the same way, so contiguous work
-// reaches the GPU as rank 1.
+// The host merges dimensions that every operand walks the same way (expr/layout.hpp's
+// collapse_dims, as for generated kernels), so contiguous work reaches the GPU as rank 1.
 #pragma once
 
 #if !defined(KILN_VULKAN_UMBRELLA)
@@ -19,6 +19,7 @@
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor.hpp"
 #include "kiln/expr/assign.hpp"  // broadcast_strides
+#include "kiln/expr/layout.hpp"  // collapse_dims
 #include "kiln/vulkan/context.hpp"
 #include "kiln/vulkan/kernels_embedded.hpp"
 
@@ -47,56 +48,27 @@ struct fill_params {
 };
 static_assert(sizeof(fill_params) == 80);
 
-/// Iteration space of one elementwise kernel: merged extents, and per operand its offset
-/// and strides (elements). Operand 0 is the output.
-template <int N>
-struct collapsed {
-  int rank = 0;
-  index_t extent[max_rank] = {};
-  index_t offset[N] = {};
-  index_t stride[N][max_rank] = {};
-};
-
-/// Merges dimension d into the previous one when every operand steps over both as one;
-/// drops extent-1 dimensions. Rank 0 becomes rank 1 of one element.
-template <int N>
-collapsed<N> collapse(const shape& s, const strides* const (&st)[N], const index_t (&offset)[N]) {
-  collapsed<N> c;
-  for (int o = 0; o < N; ++o) c.offset[o] = offset[o];
-  for (int d = 0; d < s.rank(); ++d) {
-    if (s[d] == 1) continue;
-    bool merge = c.rank > 0;
-    for (int o = 0; merge && o < N; ++o) merge = c.stride[o][c.rank - 1] == (*st[o])[d] * s[d];
-    if (merge) {
-      c.extent[c.rank - 1] *= s[d];
-      for (int o = 0; o < N; ++o) c.stride[o][c.rank - 1] = (*st[o])[d];
-    } else {
-      c.extent[c.rank] = s[d];
-      for (int o = 0; o < N; ++o) c.stride[o][c.rank] = (*st[o])[d];
-      ++c.rank;
-    }
-  }
-  if (c.rank == 0) {
-    c.rank = 1;
-    c.extent[0] = 1;
-  }
-  return c;
-}
-
 /// The kernels index with 32-bit unsigned integers: every element offset must fit.
-template <int N>
-void check_32bit(const collapsed<N>& c, index_t count, const char* op) {
+template <std::size_t L>
+void check_32bit(const iteration_layout<L>& c, const index_t (&offset)[L + 1], index_t count, const char* op) {
   constexpr index_t lim = std::numeric_limits<std::uint32_t>::max();
   bool ok = count <= lim;
-  for (int o = 0; o < N; ++o) {
-    index_t hi = c.offset[o];
+  for (std::size_t o = 0; o <= L; ++o) {
+    index_t hi = offset[o];
     for (int d = 0; d < c.rank; ++d) hi += c.stride[o][d] * (c.extent[d] - 1);
-    ok = ok && hi <= lim && c.offset[o] >= 0;
+    ok = ok && hi <= lim && offset[o] >= 0;
   }
   if (!ok) {
     throw device_error(std::string("kiln::vulkan: ") + op + ": " + std::to_string(count) +
                        " elements or offsets beyond 2^32 are not supported by the Vulkan kernels; split the tensor");
   }
+}
+
+/// Strides of the K operands over dst's dimensions, for collapse_dims.
+template <std::size_t K>
+void gather_strides(const shape& s, const strides* const (&st)[K], index_t (&out)[K][max_rank]) {
+  for (std::size_t o = 0; o < K; ++o)
+    for (int d = 0; d < s.rank(); ++d) out[o][d] = (*st[o])[d];
 }
 
 inline const char* elem_bits(std::size_t bytes) noexcept { return bytes == 1 ? "8" : bytes == 2 ? "16" : "32"; }
@@ -139,15 +111,17 @@ void record_copy_kernel(const tensor<To, B>& dst, const tensor<From, B>& src) {
   const strides sst = broadcast_strides(src, dst.shape());
   const strides* const st[2] = {&dst.strides(), &sst};
   const index_t off[2] = {dst.offset(), src.offset()};
-  const auto c = collapse<2>(dst.shape(), st, off);
+  index_t all[2][max_rank] = {};
+  gather_strides(dst.shape(), st, all);
+  const auto c = collapse_dims<2>(dst.shape(), all);
   const index_t count = dst.numel();
-  check_32bit(c, count, op);
+  check_32bit(c, off, count, op);
 
   copy_params p;
   p.rank = static_cast<std::uint32_t>(c.rank);
   p.count = static_cast<std::uint32_t>(count);
-  p.dst_offset = static_cast<std::uint32_t>(c.offset[0]);
-  p.src_offset = static_cast<std::uint32_t>(c.offset[1]);
+  p.dst_offset = static_cast<std::uint32_t>(off[0]);
+  p.src_offset = static_cast<std::uint32_t>(off[1]);
   for (int d = 0; d < c.rank; ++d) {
     p.extent[d] = static_cast<std::uint32_t>(c.extent[d]);
     p.dst_stride[d] = static_cast<std::uint32_t>(c.stride[0][d]);
@@ -174,14 +148,16 @@ void record_fill_kernel(const tensor<T, B>& dst, T value) {
   require_storage_width<T>(ctx);
   const strides* const st[1] = {&dst.strides()};
   const index_t off[1] = {dst.offset()};
-  const auto c = collapse<1>(dst.shape(), st, off);
+  index_t all[1][max_rank] = {};
+  gather_strides(dst.shape(), st, all);
+  const auto c = collapse_dims<1>(dst.shape(), all);
   const index_t count = dst.numel();
-  check_32bit(c, count, "fill");
+  check_32bit(c, off, count, "fill");
 
   fill_params p;
   p.rank = static_cast<std::uint32_t>(c.rank);
   p.count = static_cast<std::uint32_t>(count);
-  p.dst_offset = static_cast<std::uint32_t>(c.offset[0]);
+  p.dst_offset = static_cast<std::uint32_t>(off[0]);
   if constexpr (sizeof(T) == 1) {
     std::uint8_t bits;
     std::memcpy(&bits, &value, 1);
