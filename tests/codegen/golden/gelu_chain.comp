@@ -27,7 +27,7 @@ float kiln_gelu(float x) {
   float e = 5.543717384e+00 <= a ? 0.5
           : c * fma(fma(fma(fma(fma(2.211375616e-08, t, 6.249753824e-06), t, 1.680841087e-04), t, 4.671523813e-03), t, 3.388284147e-02), t, 3.989422917e-01)
               / fma(fma(fma(fma(fma(1.171352665e-06, t, 7.289681525e-05), t, 1.880740630e-03), t, 2.864346094e-02), t, 2.515981197e-01), t, 1.000000000e+00);
-  return isnan(x) ? x : fma(a, e, 0.5 * x);
+  return fma(a, e, 0.5 * x);  // NaN x: a is NaN, whatever GLSL's min made of c
 }
 float kiln_compute(float l0, float l1, float l2) {
   float v0 = (l0 * l1);
@@ -44,7 +44,10 @@ void main() {
     vec4 l1v = vec4(kiln_v2[p.off2 / 4u + q]);
     vec4 l2v = vec4(kiln_v3[p.off3 / 4u + q]);
     vec4 r;
-    for (int k = 0; k < 4; ++k) r[k] = kiln_compute(l0v[k], l1v[k], l2v[k]);
+    r.x = kiln_compute(l0v.x, l1v.x, l2v.x);
+    r.y = kiln_compute(l0v.y, l1v.y, l2v.y);
+    r.z = kiln_compute(l0v.z, l1v.z, l2v.z);
+    r.w = kiln_compute(l0v.w, l1v.w, l2v.w);
     kiln_v0[p.off0 / 4u + q] = r;
   }
   uint tail = quads * 4u + gl_GlobalInvocationID.x;

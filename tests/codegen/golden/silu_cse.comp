@@ -29,7 +29,10 @@ void main() {
   for (uint q = gl_GlobalInvocationID.x; q < quads; q += step) {
     vec4 l0v = vec4(kiln_v1[p.off1 / 4u + q]);
     vec4 r;
-    for (int k = 0; k < 4; ++k) r[k] = kiln_compute(l0v[k]);
+    r.x = kiln_compute(l0v.x);
+    r.y = kiln_compute(l0v.y);
+    r.z = kiln_compute(l0v.z);
+    r.w = kiln_compute(l0v.w);
     kiln_v0[p.off0 / 4u + q] = r;
   }
   uint tail = quads * 4u + gl_GlobalInvocationID.x;

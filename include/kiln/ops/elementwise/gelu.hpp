@@ -55,7 +55,7 @@ struct gelu_op {
            "  float e = " + glsl_float(detail::gelu_saturation) + " <= a ? 0.5\n"
            "          : c * " + glsl_horner(detail::gelu_pf, "t") + "\n"
            "              / " + glsl_horner(detail::gelu_qf, "t") + ";\n"
-           "  return isnan(x) ? x : fma(a, e, 0.5 * x);\n"
+           "  return fma(a, e, 0.5 * x);  // NaN x: a is NaN, whatever GLSL's min made of c\n"
            "}\n";
   }
 };
