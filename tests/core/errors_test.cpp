@@ -12,18 +12,11 @@
 #include <vector>
 
 #include "backends.hpp"
+#include "checks.hpp"
 
 namespace {
 
-template <class F>
-std::string shape_error_of(F&& f) {
-  try {
-    f();
-  } catch (const kiln::shape_error& e) {
-    return e.what();
-  }
-  return "<no kiln::shape_error>";
-}
+using kiln_test::shape_error_of;
 
 /// msg mentions every part.
 ::testing::AssertionResult mentions(const std::string& msg, std::initializer_list<std::string> parts) {

@@ -7,17 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "checks.hpp"
+
 namespace {
 
-template <class F>
-std::string shape_error_of(F&& f) {
-  try {
-    f();
-  } catch (const kiln::shape_error& e) {
-    return e.what();
-  }
-  return "<no kiln::shape_error>";
-}
+using kiln_test::shape_error_of;
 
 kiln::shape broadcast(const kiln::shape& a, const kiln::shape& b) {
   kiln::shape out{99};
