@@ -5,6 +5,9 @@
 //                                   the in-run bandwidth reference
 //   BM_first_use/vulkan/{cold,warm} first use of a new expression in a fresh PROCESS, with an
 //                                   empty disk cache (shaderc runs) vs one filled by an earlier process
+//                                   (whose warm list lets the context rebuild the pipeline in the
+//                                   background while the program sets up); warm_no_preload: the
+//                                   same with KILN_CACHE_PRELOAD=off (the pipeline is built on use)
 // GB/s count each input read once and the output written once.
 #include <benchmark/benchmark.h>
 
@@ -148,9 +151,9 @@ int first_use_child() {
 }
 
 /// Runs first_use_child in a new process; its time in seconds.
-double first_use_in_fresh_process(const std::string& cache_dir) {
-  const std::string cmd = std::string(child_flag) + "=1 KILN_CACHE_DIR='" + cache_dir + "' /proc/" +
-                          std::to_string(::getpid()) + "/exe";
+double first_use_in_fresh_process(const std::string& cache_dir, bool preload = true) {
+  const std::string cmd = std::string(child_flag) + "=1 KILN_CACHE_DIR='" + cache_dir + "'" +
+                          (preload ? "" : " KILN_CACHE_PRELOAD=off") + " /proc/" + std::to_string(::getpid()) + "/exe";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;
   double ms = -1;
@@ -160,8 +163,9 @@ double first_use_in_fresh_process(const std::string& cache_dir) {
 }
 
 /// cold: an empty disk cache (shaderc runs, in a process that never compiled anything);
-/// warm: the disk cache filled by an earlier process.
-void first_use(benchmark::State& state, bool warm) {
+/// warm: the disk cache filled by an earlier process; preload: whether the context may
+/// rebuild the last run's kernels in the background (KILN_CACHE_PRELOAD).
+void first_use(benchmark::State& state, bool warm, bool preload) {
   if (!gpu()) return state.SkipWithError("no Vulkan device");
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("kiln_bench_cache_" + std::to_string(::getpid()));
@@ -169,14 +173,19 @@ void first_use(benchmark::State& state, bool warm) {
   if (warm && first_use_in_fresh_process(dir.string()) < 0) return state.SkipWithError("child process failed");
   for (auto _ : state) {
     if (!warm) fs::remove_all(dir);
-    const double s = first_use_in_fresh_process(dir.string());
+    const double s = first_use_in_fresh_process(dir.string(), preload);
     if (s < 0) return state.SkipWithError("child process failed");
     state.SetIterationTime(s);
   }
   fs::remove_all(dir);
 }
-BENCHMARK_CAPTURE(first_use, cold, false)->Name("BM_first_use/vulkan/cold")->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(7);
-BENCHMARK_CAPTURE(first_use, warm, true)->Name("BM_first_use/vulkan/warm")->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(7);
+BENCHMARK_CAPTURE(first_use, cold, false, true)->Name("BM_first_use/vulkan/cold")->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(7);
+BENCHMARK_CAPTURE(first_use, warm, true, true)->Name("BM_first_use/vulkan/warm")->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(7);
+BENCHMARK_CAPTURE(first_use, warm_no_preload, true, false)
+    ->Name("BM_first_use/vulkan/warm_no_preload")
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(7);
 
 }  // namespace
 

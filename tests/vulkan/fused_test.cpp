@@ -160,3 +160,129 @@ TEST_F(fused, cache_off_writes_nothing) {
   EXPECT_EQ(kiln::vulkan::cache(c).directory, "");
   EXPECT_FALSE(fs::exists(cache.dir));
 }
+
+// ---- warm start: the last run's kernels rebuilt in the background -----------------------
+
+TEST_F(fused, a_warm_start_rebuilds_the_last_runs_kernels_before_they_are_used) {
+  temp_cache cache("preload");
+  {
+    auto c = fresh_context();
+    EXPECT_EQ(kiln::vulkan::wait_preloaded(c), 0u);  // nothing listed yet
+    run_statement(c, 1.5f);
+  }
+  EXPECT_EQ(cache.files(".warm"), 1u) << "the closing context listed the kernels it used";
+  auto c = fresh_context();
+  EXPECT_GE(kiln::vulkan::wait_preloaded(c), 1u);
+  const auto before = kiln::vulkan::cache(c);
+  EXPECT_EQ(before.compilations, 0u) << "the warm-start thread never runs shaderc";
+  EXPECT_GT(before.preload_seconds, 0.0);
+  run_statement(c, 0.5f);
+  const auto after = kiln::vulkan::cache(c);
+  EXPECT_EQ(after.compilations, 0u);
+  EXPECT_EQ(after.memory_misses, 0u) << "the statement's kernel should have been ready";
+  EXPECT_EQ(after.pipeline_seconds, 0.0);
+  EXPECT_GE(after.memory_hits, 1u);
+}
+
+TEST_F(fused, a_statement_racing_the_warm_start_builds_its_kernel_exactly_once) {
+  temp_cache cache("preload_race");
+  {
+    auto c = fresh_context();
+    run_statement(c, 1.0f);
+  }
+  auto c = fresh_context();
+  run_statement(c, 2.0f);  // at once: the kernel is ready, being built (wait), or not started
+  kiln::vulkan::wait_preloaded(c);
+  const auto s = kiln::vulkan::cache(c);
+  EXPECT_EQ(s.compilations, 0u);
+  EXPECT_EQ(s.preloaded + s.memory_misses, 1u) << "built by the warm start or by the statement, not both";
+}
+
+TEST_F(fused, preload_off_builds_kernels_on_use) {
+  temp_cache cache("preload_off");
+  kiln_test::scoped_env off("KILN_CACHE_PRELOAD", "off");
+  {
+    auto c = fresh_context();
+    run_statement(c, 1.0f);
+  }
+  EXPECT_EQ(cache.files(".warm"), 0u);
+  EXPECT_GE(cache.files(".spv"), 1u);
+  auto c = fresh_context();
+  EXPECT_EQ(kiln::vulkan::wait_preloaded(c), 0u);
+  run_statement(c, 1.0f);
+  const auto s = kiln::vulkan::cache(c);
+  EXPECT_EQ(s.preloaded, 0u);
+  EXPECT_EQ(s.compilations, 0u);
+  EXPECT_GE(s.memory_misses, 1u);
+}
+
+TEST_F(fused, a_damaged_warm_list_is_ignored_then_rewritten) {
+  temp_cache cache("preload_damaged");
+  {
+    auto c = fresh_context();
+    run_statement(c, 1.0f);
+  }
+  ASSERT_EQ(cache.files(".warm"), 1u);
+  for (const auto& e : fs::directory_iterator(cache.dir)) {
+    if (e.path().extension() == ".warm") fs::resize_file(e.path(), fs::file_size(e.path()) - 3);
+  }
+  {
+    auto c = fresh_context();
+    EXPECT_EQ(kiln::vulkan::wait_preloaded(c), 0u);
+    EXPECT_GE(kiln::vulkan::cache(c).disk_rejected, 1u);
+    run_statement(c, 1.0f);  // correct, built on use
+  }
+  auto c = fresh_context();  // the list was rewritten when that context closed
+  EXPECT_GE(kiln::vulkan::wait_preloaded(c), 1u);
+  run_statement(c, 1.0f);
+}
+
+TEST_F(fused, a_warm_list_whose_spirv_is_gone_starts_cold_without_compiling_in_the_background) {
+  temp_cache cache("preload_no_spirv");
+  {
+    auto c = fresh_context();
+    run_statement(c, 1.0f);
+  }
+  for (const auto& e : fs::directory_iterator(cache.dir)) {
+    if (e.path().extension() == ".spv") fs::remove(e.path());
+  }
+  auto c = fresh_context();
+  EXPECT_EQ(kiln::vulkan::wait_preloaded(c), 0u);
+  EXPECT_EQ(kiln::vulkan::cache(c).compilations, 0u);
+  run_statement(c, 1.0f);
+  EXPECT_GE(kiln::vulkan::cache(c).compilations, 1u);
+}
+
+TEST(warm_list, round_trips_and_rejects_every_truncation_and_trailing_bytes) {
+  namespace vk = kiln::detail::vk;
+  vk::pipeline a, b;
+  a.name = "copy";
+  a.defines = {{"KILN_ELEM_BITS", "32"}};
+  a.bindings = 2;
+  a.push_bytes = 64;
+  a.glsl = "#version 450\nvoid main() {}\n";
+  b.name = "k0123";
+  b.bindings = 4;
+  b.push_bytes = 20;
+  b.glsl = std::string(1000, 'x');
+  const auto bytes = vk::serialize_warm_list({&a, &b});
+  auto back = vk::parse_warm_list(bytes);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].name, "copy");
+  EXPECT_EQ(back[0].defines, a.defines);
+  EXPECT_EQ(back[0].bindings, 2u);
+  EXPECT_EQ(back[0].push_bytes, 64u);
+  EXPECT_EQ(back[0].glsl, a.glsl);
+  EXPECT_EQ(back[1].name, "k0123");
+  EXPECT_TRUE(back[1].defines.empty());
+  EXPECT_EQ(back[1].glsl, b.glsl);
+  const auto spec = back[0].spec();
+  ASSERT_EQ(spec.defines.size(), 1u);
+  EXPECT_EQ(spec.defines[0].value, "32");
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_TRUE(vk::parse_warm_list(std::span(bytes).first(n)).empty()) << "truncated to " << n;
+  }
+  auto longer = bytes;
+  longer.push_back(std::byte{0});
+  EXPECT_TRUE(vk::parse_warm_list(longer).empty());
+}

@@ -78,6 +78,11 @@ struct vulkan {
   /// Kernel-cache counters of a context: hits and misses per level (memory, disk),
   /// shaderc compilations and the time they took, where the disk cache lives.
   static cache_stats cache(const context<vulkan>& ctx);
+  /// Waits until the context's warm start is done: the kernels this program used in its
+  /// last run, rebuilt from the disk cache on a background thread when the context opened
+  /// (KILN_CACHE_PRELOAD=off disables it). Returns how many were rebuilt. Statements never
+  /// need to call this; it is for tools and tests that want the warm state settled.
+  static std::uint64_t wait_preloaded(const context<vulkan>& ctx);
 
   /// Validation-layer messages of this process so far (contexts created with validation).
   static std::vector<std::string> validation_messages() {
@@ -198,6 +203,7 @@ inline vulkan::memory_stats vulkan::memory(const context<vulkan>& ctx) { return 
 inline std::size_t vulkan::trim(const context<vulkan>& ctx) { return ctx.state()->trim(); }
 inline vulkan::stream_stats vulkan::stream(const context<vulkan>& ctx) { return ctx.state()->stream(); }
 inline vulkan::cache_stats vulkan::cache(const context<vulkan>& ctx) { return ctx.state()->cache(); }
+inline std::uint64_t vulkan::wait_preloaded(const context<vulkan>& ctx) { return ctx.state()->wait_preloaded(); }
 
 template <class T>
 host_read<T> vulkan::read_async(const tensor<T, vulkan>& t) {

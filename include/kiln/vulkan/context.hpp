@@ -172,6 +172,9 @@ class context_state {
     std::lock_guard lock(mutex_);
     return kernels_->stats();
   }
+  /// Waits for the warm-start thread (the kernels this program used last time, rebuilt in
+  /// the background); the number it rebuilt. Takes no context lock: other threads go on.
+  std::uint64_t wait_preloaded() const { return kernels_->wait_preloaded(); }
 
   // ---- kernels ------------------------------------------------------------------------
 

@@ -3,6 +3,13 @@
 // the workgroup size and elements per invocation are specialisation constants 0 and 1,
 // chosen once per device from its capabilities. Fixed kernels (kernels/*.comp) and
 // generated ones go through the same path.
+//
+// Warm start: when a context closes, the kernels it used are listed on disk (the "warm
+// list", per device and program, in order of first use). The next context of the same
+// program rebuilds those pipelines from the cached SPIR-V on a background thread while the
+// program sets up, so its first statements find them ready. A statement that needs a
+// kernel the thread is still building waits for it instead of building it twice. The
+// thread never runs shaderc; KILN_CACHE_PRELOAD=off (or KILN_CACHE=off) turns it off.
 #pragma once
 
 #if !defined(KILN_VULKAN_UMBRELLA)
@@ -11,16 +18,23 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <optional>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>  // std::hash
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/error.hpp"
@@ -62,7 +76,9 @@ struct cache_stats {
   std::uint64_t disk_rejected = 0;   ///< entries present but invalid (ignored, then rewritten)
   std::uint64_t compilations = 0;    ///< shaderc runs
   double compile_seconds = 0;        ///< time in shaderc
-  double pipeline_seconds = 0;       ///< time in vkCreateComputePipelines
+  double pipeline_seconds = 0;       ///< time in vkCreateComputePipelines, on the caller's thread
+  std::uint64_t preloaded = 0;       ///< pipelines rebuilt in the background from the warm list
+  double preload_seconds = 0;        ///< time the background thread spent creating them
   bool pipeline_cache_loaded = false;  ///< a VkPipelineCache was restored from disk
   std::string directory;             ///< the disk cache's directory ("" = disabled)
 };
@@ -75,9 +91,114 @@ struct pipeline {
   std::uint32_t bindings = 0;
   std::uint32_t push_bytes = 0;
   std::string glsl;  ///< the source it was compiled from (confirms cache hits)
+  // What a later process needs to rebuild it (the warm list):
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> defines;
+  std::uint64_t first_use = 0;  ///< order of first use here; 0: preloaded, not used (yet)
 };
 
-/// The pipelines of one device. Not thread-safe: the context's mutex guards it.
+/// One kernel of a warm list: a kernel_spec that owns its strings.
+struct kernel_record {
+  std::string name, glsl;
+  std::vector<std::pair<std::string, std::string>> defines;
+  std::uint32_t bindings = 0, push_bytes = 0;
+  std::vector<define> views;  ///< defines as kernel_spec wants them (into `defines`)
+
+  kernel_spec spec() {
+    views.clear();
+    for (const auto& [n, v] : defines) views.push_back({n, v});
+    return kernel_spec{name, glsl, views, bindings, push_bytes};
+  }
+};
+
+/// The warm list's bytes: version, count, then per kernel bindings, push bytes, name,
+/// defines and source (strings as u32 length + bytes).
+inline std::vector<std::byte> serialize_warm_list(const std::vector<const pipeline*>& used) {
+  std::vector<std::byte> out;
+  auto u32 = [&](std::uint32_t v) {
+    const auto* b = reinterpret_cast<const std::byte*>(&v);
+    out.insert(out.end(), b, b + 4);
+  };
+  auto str = [&](std::string_view t) {
+    u32(static_cast<std::uint32_t>(t.size()));
+    const auto* b = reinterpret_cast<const std::byte*>(t.data());
+    out.insert(out.end(), b, b + t.size());
+  };
+  u32(1);
+  u32(static_cast<std::uint32_t>(used.size()));
+  for (const pipeline* p : used) {
+    u32(p->bindings);
+    u32(p->push_bytes);
+    str(p->name);
+    u32(static_cast<std::uint32_t>(p->defines.size()));
+    for (const auto& [n, v] : p->defines) {
+      str(n);
+      str(v);
+    }
+    str(p->glsl);
+  }
+  return out;
+}
+
+/// Parses a warm list; anything malformed gives an empty list (it is only a hint).
+inline std::vector<kernel_record> parse_warm_list(std::span<const std::byte> in) {
+  std::size_t at = 0;
+  bool ok = true;
+  auto u32 = [&]() -> std::uint32_t {
+    std::uint32_t v = 0;
+    if (in.size() - at < 4) {
+      ok = false;
+      return 0;
+    }
+    std::memcpy(&v, in.data() + at, 4);
+    at += 4;
+    return v;
+  };
+  auto str = [&]() -> std::string {
+    const std::uint32_t n = u32();
+    if (!ok || in.size() - at < n) {
+      ok = false;
+      return {};
+    }
+    std::string t(reinterpret_cast<const char*>(in.data() + at), n);
+    at += n;
+    return t;
+  };
+  std::vector<kernel_record> out;
+  if (u32() != 1 || !ok) return {};
+  const std::uint32_t count = u32();
+  for (std::uint32_t i = 0; ok && i < count && i < 4096; ++i) {
+    kernel_record r;
+    r.bindings = u32();
+    r.push_bytes = u32();
+    r.name = str();
+    const std::uint32_t nd = u32();
+    for (std::uint32_t d = 0; ok && d < nd && d < 64; ++d) {
+      std::string n = str();
+      std::string v = str();
+      r.defines.emplace_back(std::move(n), std::move(v));
+    }
+    r.glsl = str();
+    if (ok) out.push_back(std::move(r));
+  }
+  if (!ok || at != in.size()) return {};
+  return out;
+}
+
+/// The running program, so that each program keeps a warm list of its own.
+inline std::string program_identity() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("unknown program") : p.string();
+}
+
+inline bool preload_enabled() {
+  const char* v = std::getenv("KILN_CACHE_PRELOAD");
+  return !(v && (std::string_view(v) == "off" || std::string_view(v) == "0"));
+}
+
+/// The pipelines of one device. Callers are serialised by the context's mutex; the cache's
+/// own mutex guards what the warm-start thread shares with them.
 class shader_cache {
  public:
   shader_cache(VkDevice dev, const device_info& info) : dev_(dev), info_(info), disk_(disk_cache::default_directory()) {
@@ -89,12 +210,19 @@ class shader_cache {
     elements_per_invocation_ = info.type == device_type::cpu ? 4u : 1u;
     prefix_ = disk_key_prefix();
     open_pipeline_cache();
+    start_preload();
   }
 
   shader_cache(const shader_cache&) = delete;
   shader_cache& operator=(const shader_cache&) = delete;
 
   ~shader_cache() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    if (preloader_.joinable()) preloader_.join();
+    save_warm_list();
     for (auto& [key, p] : pipelines_) destroy(*p);
     save_pipeline_cache();
     if (compiler_) shaderc_compiler_release(compiler_);
@@ -103,28 +231,18 @@ class shader_cache {
   /// The pipeline of k, compiled on first use. Throws kiln::shader_error (with the
   /// shaderc log and the GLSL) or kiln::device_error.
   const pipeline& get(const kernel_spec& k) {
-    // The source is the key (generated kernels may share a name); its hash keeps the key
-    // short, and a hit is confirmed against the stored text.
-    std::string key(k.name);
-    for (const auto& d : k.defines) {
-      key += '|';
-      key += d.name;
-      key += '=';
-      key += d.value;
-    }
-    key += '#';
-    key += std::to_string(std::hash<std::string_view>{}(k.glsl));
-    if (auto it = pipelines_.find(key); it != pipelines_.end()) {
-      const pipeline& p = *it->second;
-      if (std::string_view(p.glsl) == k.glsl) {
+    std::string key = memory_key(k);
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      std::string at = key;
+      if (pipeline* p = find(at, k.glsl)) {
         ++stats_.memory_hits;
-        return p;
+        if (!p->first_use) p->first_use = ++uses_;
+        return *p;
       }
-      key += "#collision";  // equal hashes, different text: keep both
-      if (auto again = pipelines_.find(key); again != pipelines_.end()) {
-        ++stats_.memory_hits;
-        return *again->second;
-      }
+      key = std::move(at);
+      if (!building_.contains(key)) break;
+      built_.wait(lock);  // the warm-start thread is building it: cheaper than a second build
     }
     ++stats_.memory_misses;
     if (k.bindings > sequence::max_bindings) {
@@ -135,16 +253,34 @@ class shader_cache {
       throw shader_error("kiln::vulkan: kernel '" + std::string(k.name) + "' needs " + std::to_string(k.push_bytes) +
                          " bytes of push constants; the device allows " + std::to_string(info_.max_push_constants));
     }
-    const std::vector<std::uint32_t> spirv = spirv_for(k);
-    auto p = std::make_unique<pipeline>();
-    p->glsl = std::string(k.glsl);
+    building_.insert(key);  // so that the warm-start thread leaves it alone
+    lock.unlock();
+    std::unique_ptr<pipeline> p;
+    double seconds = 0;
     try {
-      build(*p, k, spirv);
+      const std::vector<std::uint32_t> spirv = spirv_for(k);
+      p = make_pipeline(k);
+      seconds = build(*p, k, spirv);
     } catch (...) {
-      destroy(*p);
+      if (p) destroy(*p);
+      lock.lock();
+      building_.erase(key);
+      built_.notify_all();
       throw;
     }
+    lock.lock();
+    building_.erase(key);
+    built_.notify_all();
+    stats_.pipeline_seconds += seconds;
+    p->first_use = ++uses_;
     return *pipelines_.emplace(std::move(key), std::move(p)).first->second;
+  }
+
+  /// Waits until the warm-start thread is done; the number of pipelines it rebuilt.
+  std::uint64_t wait_preloaded() {
+    std::unique_lock lock(mutex_);
+    built_.wait(lock, [&] { return preload_done_; });
+    return stats_.preloaded;
   }
 
   std::uint32_t workgroup_size() const noexcept { return workgroup_size_; }
@@ -152,6 +288,7 @@ class shader_cache {
   /// Number of shaderc compilations so far (a cache hit compiles nothing).
   std::size_t compilations() const noexcept { return compilations_; }
   cache_stats stats() const {
+    std::lock_guard lock(mutex_);
     cache_stats s = stats_;
     const auto d = disk_.stats();
     s.disk_hits = d.hits;
@@ -161,9 +298,121 @@ class shader_cache {
     s.directory = disk_.directory().string();
     return s;
   }
-  std::size_t size() const noexcept { return pipelines_.size(); }
+  std::size_t size() const {
+    std::lock_guard lock(mutex_);
+    return pipelines_.size();
+  }
 
  private:
+  /// The in-memory key: name, defines and a hash of the source (hits confirm the text).
+  static std::string memory_key(const kernel_spec& k) {
+    std::string key(k.name);
+    for (const auto& d : k.defines) {
+      key += '|';
+      key += d.name;
+      key += '=';
+      key += d.value;
+    }
+    key += '#';
+    key += std::to_string(std::hash<std::string_view>{}(k.glsl));
+    return key;
+  }
+
+  /// The pipeline under key compiled from glsl, or nullptr. Equal hashes of different
+  /// text live side by side: key then names the second one's slot. Needs mutex_.
+  pipeline* find(std::string& key, std::string_view glsl) {
+    auto it = pipelines_.find(key);
+    if (it == pipelines_.end()) return nullptr;
+    if (std::string_view(it->second->glsl) == glsl) return it->second.get();
+    key += "#collision";
+    auto again = pipelines_.find(key);
+    return again == pipelines_.end() ? nullptr : again->second.get();
+  }
+
+  static std::unique_ptr<pipeline> make_pipeline(const kernel_spec& k) {
+    auto p = std::make_unique<pipeline>();
+    p->glsl = std::string(k.glsl);
+    p->name = std::string(k.name);
+    for (const auto& d : k.defines) p->defines.emplace_back(std::string(d.name), std::string(d.value));
+    return p;
+  }
+
+  std::string warm_list_key() const { return prefix_ + "warm list\n" + program_identity(); }
+
+  /// Starts rebuilding the kernels this program used last time, if the disk cache has a
+  /// warm list for it.
+  void start_preload() {
+    if (!disk_.enabled() || !preload_enabled()) return;
+    auto blob = disk_.load(warm_list_key(), "warm");
+    if (!blob) return;
+    warm_list_loaded_ = *blob;
+    auto records = parse_warm_list(*blob);
+    if (records.empty()) return;
+    preload_done_ = false;
+    try {
+      preloader_ = std::thread([this, r = std::move(records)]() mutable { preload(r); });
+    } catch (...) {  // no thread: start cold
+      preload_done_ = true;
+    }
+  }
+
+  /// The warm-start thread: rebuilds each listed kernel whose SPIR-V is on disk (it never
+  /// compiles), skipping those a caller already has or is building.
+  void preload(std::vector<kernel_record>& records) noexcept {
+    for (auto& r : records) {
+      const kernel_spec k = r.spec();
+      std::string key = memory_key(k);
+      {
+        std::lock_guard lock(mutex_);
+        if (stop_) break;
+        if (find(key, k.glsl) || building_.contains(key) || key.ends_with("#collision")) continue;
+        building_.insert(key);
+      }
+      std::unique_ptr<pipeline> p;
+      double seconds = 0;
+      bool ok = false;
+      try {
+        if (k.bindings <= sequence::max_bindings && k.push_bytes <= info_.max_push_constants) {
+          if (auto spirv = load_spirv(k)) {
+            p = make_pipeline(k);
+            seconds = build(*p, k, *spirv);
+            ok = true;
+          }
+        }
+      } catch (...) {  // a failure here only means the caller builds it when needed
+        if (p) destroy(*p);
+      }
+      std::lock_guard lock(mutex_);
+      building_.erase(key);
+      if (ok) {
+        pipelines_.emplace(std::move(key), std::move(p));
+        ++stats_.preloaded;
+        stats_.preload_seconds += seconds;
+      }
+      built_.notify_all();
+    }
+    std::lock_guard lock(mutex_);
+    preload_done_ = true;
+    built_.notify_all();
+  }
+
+  /// Lists the kernels used here, in order of first use, for the next process (only when
+  /// some were used and the list changed).
+  void save_warm_list() noexcept {
+    if (!disk_.enabled() || !preload_enabled()) return;
+    try {
+      std::vector<const pipeline*> used;
+      for (const auto& [key, p] : pipelines_)
+        if (p->first_use) used.push_back(p.get());
+      if (used.empty()) return;
+      std::sort(used.begin(), used.end(), [](const pipeline* a, const pipeline* b) { return a->first_use < b->first_use; });
+      if (used.size() > max_warm_kernels) used.resize(max_warm_kernels);
+      const auto bytes = serialize_warm_list(used);
+      if (bytes != warm_list_loaded_) disk_.store(warm_list_key(), "warm", bytes);
+    } catch (...) {  // the list is only a hint
+    }
+  }
+
   std::vector<std::uint32_t> compile(const kernel_spec& k) {
     if (!compiler_) {
       compiler_ = shaderc_compiler_initialize();
@@ -182,7 +431,10 @@ class shader_cache {
                                                                 shaderc_compute_shader, file.c_str(), "main", opts);
     shaderc_compile_options_release(opts);
     ++compilations_;
-    stats_.compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    {
+      std::lock_guard lock(mutex_);
+      stats_.compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     if (!res || shaderc_result_get_compilation_status(res) != shaderc_compilation_status_success) {
       std::string log = res ? shaderc_result_get_error_message(res) : "shaderc returned no result";
       if (res) shaderc_result_release(res);
@@ -222,7 +474,8 @@ class shader_cache {
     return words;
   }
 
-  void build(pipeline& p, const kernel_spec& k, const std::vector<std::uint32_t>& spirv) {
+  /// Creates p's Vulkan objects; the seconds vkCreateComputePipelines took.
+  double build(pipeline& p, const kernel_spec& k, const std::vector<std::uint32_t>& spirv) {
     p.bindings = k.bindings;
     p.push_bytes = k.push_bytes;
     std::vector<VkDescriptorSetLayoutBinding> binds(k.bindings);
@@ -264,9 +517,10 @@ class shader_cache {
     ci.layout = p.layout;
     const auto t0 = std::chrono::steady_clock::now();
     const VkResult r = vkCreateComputePipelines(dev_, pipeline_cache_, 1, &ci, nullptr, &p.handle);
-    stats_.pipeline_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     vkDestroyShaderModule(dev_, module, nullptr);  // the pipeline keeps what it needs
     check(r, "vkCreateComputePipelines");
+    return seconds;
   }
 
   /// What besides the source decides the SPIR-V and pipeline: device, driver, compiler
@@ -286,8 +540,8 @@ class shader_cache {
     return s + "\n";
   }
 
-  /// SPIR-V of k: from the disk cache when a valid entry exists, else compiled and stored.
-  std::vector<std::uint32_t> spirv_for(const kernel_spec& k) {
+  /// The disk key of k's SPIR-V: what decides it besides the source, then the source.
+  std::string spirv_key(const kernel_spec& k) const {
     std::string key = prefix_;
     for (const auto& d : k.defines) {
       key += d.name;
@@ -296,13 +550,24 @@ class shader_cache {
       key += '\n';
     }
     key += k.glsl;
-    if (auto blob = disk_.load(key, "spv"); blob && blob->size() % 4 == 0 && blob->size() >= 20) {
+    return key;
+  }
+
+  /// k's SPIR-V from the disk cache, when a valid entry exists.
+  std::optional<std::vector<std::uint32_t>> load_spirv(const kernel_spec& k) {
+    if (auto blob = disk_.load(spirv_key(k), "spv"); blob && blob->size() % 4 == 0 && blob->size() >= 20) {
       std::vector<std::uint32_t> words(blob->size() / 4);
       std::memcpy(words.data(), blob->data(), blob->size());
       if (words[0] == 0x07230203u) return words;  // SPIR-V magic; anything else is not ours
     }
+    return std::nullopt;
+  }
+
+  /// SPIR-V of k: from the disk cache when a valid entry exists, else compiled and stored.
+  std::vector<std::uint32_t> spirv_for(const kernel_spec& k) {
+    if (auto words = load_spirv(k)) return std::move(*words);
     std::vector<std::uint32_t> words = compile(k);
-    disk_.store(key, "spv", std::as_bytes(std::span(words)));
+    disk_.store(spirv_key(k), "spv", std::as_bytes(std::span(words)));
     return words;
   }
 
@@ -365,6 +630,16 @@ class shader_cache {
   std::string prefix_;
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
   cache_stats stats_;
+  // Shared with the warm-start thread (mutex_): pipelines_, building_, stats_, stop_, preload_done_.
+  static constexpr std::size_t max_warm_kernels = 256;
+  mutable std::mutex mutex_;
+  std::condition_variable built_;  ///< a build finished, or the warm-start thread did
+  std::unordered_set<std::string> building_;  ///< keys being built right now
+  std::uint64_t uses_ = 0;
+  bool stop_ = false;
+  bool preload_done_ = true;
+  std::vector<std::byte> warm_list_loaded_;
+  std::thread preloader_;
 };
 
 }  // namespace kiln::detail::vk
