@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -116,6 +117,50 @@ std::string check_output(float* out, index n, Run&& run, Ref&& reference, double
     }
   }
   return {};
+}
+
+/// The median of v (v is reordered).
+inline double median(std::vector<double>& v) {
+  if (v.empty()) return 0;
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+/// A paired comparison: every iteration runs `mine` and `peer` back to back, alternating
+/// which goes first, so a slow spell of a shared machine hits both sides of a pair alike.
+/// Counters (per repetition): mine_ms and peer_ms, the medians of their times, and
+/// `ratio`, the median of the per-pair ratios mine/peer. Register with UseManualTime:
+/// an iteration's time is the pair's.
+template <class Mine, class Peer>
+void paired(benchmark::State& state, Mine&& mine, Peer&& peer) {
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](auto&& f) {
+    const auto t0 = clock::now();
+    f();
+    benchmark::ClobberMemory();
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  std::vector<double> tm, tp, r;
+  bool mine_first = true;
+  for (auto _ : state) {
+    double a = 0, b = 0;
+    if (mine_first) {
+      a = seconds(mine);
+      b = seconds(peer);
+    } else {
+      b = seconds(peer);
+      a = seconds(mine);
+    }
+    mine_first = !mine_first;
+    tm.push_back(a);
+    tp.push_back(b);
+    r.push_back(a / b);
+    state.SetIterationTime(a + b);
+  }
+  state.counters["mine_ms"] = median(tm) * 1e3;
+  state.counters["peer_ms"] = median(tp) * 1e3;
+  state.counters["ratio"] = median(r);
 }
 
 /// Checks a variant once (the first time its benchmark runs); afterwards reports the

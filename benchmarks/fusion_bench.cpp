@@ -8,6 +8,9 @@
 //
 // Names: BM_<op>/<impl>/<threads>T. Bytes count each input read once and the output
 // written once (intermediates and write-allocate traffic are not counted).
+// BM_<op>/kiln_vs_eigen/<threads>T times kiln and the Eigen expression as pairs, back to
+// back in alternating order: its counter `ratio` (kiln time / Eigen time, median of the
+// pairs) is the comparison least disturbed by a noisy shared machine.
 #include <kiln/kiln.hpp>
 
 #include <Eigen/Core>
@@ -261,6 +264,17 @@ void add(const std::string& op, const char* impl, int threads, int arrays, run_f
   kiln_bench::configure(b);
 }
 
+/// kiln against the Eigen expression, timed in alternating pairs (see kiln_bench::paired).
+/// Both variants are checked against the reference by their own benchmarks.
+void add_paired(const std::string& op, int threads, run_fn mine, run_fn eigen) {
+  const std::string name = "BM_" + op + "/kiln_vs_eigen/" + std::to_string(threads) + "T";
+  auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+    world& w = get_world(threads);
+    kiln_bench::paired(state, [&] { mine(w); }, [&] { eigen(w); });
+  });
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+
 void register_all() {
   const auto counts = kiln_bench::thread_counts();
   const struct {
@@ -286,6 +300,7 @@ void register_all() {
   };
   for (const auto& ch : chains) {
     for (int t : counts) add(ch.op, "kiln", t, ch.arrays, ch.kiln_run, ch.ref);
+    for (int t : counts) add_paired(ch.op, t, ch.kiln_run, ch.eigen_run);
     for (int t : counts) add(ch.op, "eigen", t, ch.arrays, ch.eigen_run, ch.ref);
     if (ch.xtensor_run) add(ch.op, "xtensor", 1, ch.arrays, ch.xtensor_run, ch.ref);
     for (int t : counts) add(ch.op, "eager", t, ch.arrays, ch.eager_run, ch.ref);

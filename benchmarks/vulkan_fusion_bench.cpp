@@ -1,6 +1,8 @@
 // benchmarks/vulkan_fusion_bench.cpp — generated kernels on Vulkan (lavapipe in CI):
 //   BM_gelu_chain/vulkan/fused      y = gelu(a*b + c), 16M floats, ONE generated kernel
 //   BM_gelu_chain/vulkan/unfused    the same chain as three dispatches (t = a*b; t = t + c; y = gelu(t))
+//   BM_gelu_chain/vulkan/fused_vs_unfused  the two timed as pairs, back to back in alternating
+//                                   order; counter `ratio` = fused / unfused time (median of pairs)
 //   BM_copy/vulkan/{fixed,fused}    y = a through copy.comp, and y = a * 1 (a generated vec4 kernel):
 //                                   the in-run bandwidth reference
 //   BM_first_use/vulkan/{cold,warm} first use of a new expression in a fresh PROCESS, with an
@@ -83,6 +85,26 @@ void BM_gelu_unfused(benchmark::State& state) {
   gb_per_s(state, 4);
 }
 BENCHMARK(BM_gelu_unfused)->Name("BM_gelu_chain/vulkan/unfused")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_gelu_paired(benchmark::State& state) {
+  auto* g = gpu();
+  if (!g) return state.SkipWithError("no Vulkan device");
+  operands o(*g);
+  auto fused = [&] {
+    o.y = kiln::gelu(o.a * o.b + o.c);
+    g->synchronize();
+  };
+  auto unfused = [&] {
+    o.t = o.a * o.b;
+    o.t = o.t + o.c;
+    o.y = kiln::gelu(o.t);
+    g->synchronize();
+  };
+  fused();
+  unfused();
+  kiln_bench::paired(state, fused, unfused);
+}
+BENCHMARK(BM_gelu_paired)->Name("BM_gelu_chain/vulkan/fused_vs_unfused")->Unit(benchmark::kMillisecond)->UseManualTime();
 
 void BM_copy_fixed(benchmark::State& state) {
   auto* g = gpu();
