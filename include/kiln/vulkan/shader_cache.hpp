@@ -359,37 +359,44 @@ class shader_cache {
   /// The warm-start thread: rebuilds each listed kernel whose SPIR-V is on disk (it never
   /// compiles), skipping those a caller already has or is building.
   void preload(std::vector<kernel_record>& records) noexcept {
-    for (auto& r : records) {
-      const kernel_spec k = r.spec();
-      std::string key = memory_key(k);
-      {
+    try {
+      for (auto& r : records) {
+        const kernel_spec k = r.spec();
+        std::string key = memory_key(k);
+        {
+          std::lock_guard lock(mutex_);
+          if (stop_) break;
+          if (find(key, k.glsl) || building_.contains(key) || key.ends_with("#collision")) continue;
+          building_.insert(key);
+        }
+        std::unique_ptr<pipeline> p;
+        double seconds = 0;
+        bool ok = false;
+        try {
+          if (k.bindings <= sequence::max_bindings && k.push_bytes <= info_.max_push_constants) {
+            if (auto spirv = load_spirv(k)) {
+              p = make_pipeline(k);
+              seconds = build(*p, k, *spirv);
+              ok = true;
+            }
+          }
+        } catch (...) {  // a failure here only means the caller builds it when needed
+          if (p) destroy(*p);
+        }
         std::lock_guard lock(mutex_);
-        if (stop_) break;
-        if (find(key, k.glsl) || building_.contains(key) || key.ends_with("#collision")) continue;
-        building_.insert(key);
-      }
-      std::unique_ptr<pipeline> p;
-      double seconds = 0;
-      bool ok = false;
-      try {
-        if (k.bindings <= sequence::max_bindings && k.push_bytes <= info_.max_push_constants) {
-          if (auto spirv = load_spirv(k)) {
-            p = make_pipeline(k);
-            seconds = build(*p, k, *spirv);
-            ok = true;
+        building_.erase(key);  // first, so that nobody waits on it whatever happens next
+        if (ok) {
+          try {
+            pipelines_.emplace(std::move(key), std::move(p));
+            ++stats_.preloaded;
+            stats_.preload_seconds += seconds;
+          } catch (...) {
+            if (p) destroy(*p);
           }
         }
-      } catch (...) {  // a failure here only means the caller builds it when needed
-        if (p) destroy(*p);
+        built_.notify_all();
       }
-      std::lock_guard lock(mutex_);
-      building_.erase(key);
-      if (ok) {
-        pipelines_.emplace(std::move(key), std::move(p));
-        ++stats_.preloaded;
-        stats_.preload_seconds += seconds;
-      }
-      built_.notify_all();
+    } catch (...) {  // out of memory: stop here; callers build what they need
     }
     std::lock_guard lock(mutex_);
     preload_done_ = true;
