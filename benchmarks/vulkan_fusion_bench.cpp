@@ -53,56 +53,37 @@ struct operands {
         t(kiln::empty<float>(ctx, {n})) {}
 };
 
-void BM_gelu_fused(benchmark::State& state) {
-  auto* g = gpu();
-  if (!g) return state.SkipWithError("no Vulkan device");
-  operands o(*g);
-  o.y = kiln::gelu(o.a * o.b + o.c);  // compile outside the timing
-  g->synchronize();
-  for (auto _ : state) {
-    o.y = kiln::gelu(o.a * o.b + o.c);
-    g->synchronize();
-  }
-  gb_per_s(state, 4);
+/// The chain as one generated kernel, and as three dispatches; each waits for the device.
+void gelu_fused(kiln::context<kiln::vulkan>& g, operands& o) {
+  o.y = kiln::gelu(o.a * o.b + o.c);
+  g.synchronize();
 }
-BENCHMARK(BM_gelu_fused)->Name("BM_gelu_chain/vulkan/fused")->Unit(benchmark::kMillisecond)->UseRealTime();
+void gelu_unfused(kiln::context<kiln::vulkan>& g, operands& o) {
+  o.t = o.a * o.b;
+  o.t = o.t + o.c;
+  o.y = kiln::gelu(o.t);
+  g.synchronize();
+}
 
-void BM_gelu_unfused(benchmark::State& state) {
+/// Times run(g, o) per iteration (its kernels compiled before the timing).
+void gelu_chain(benchmark::State& state, void (*run)(kiln::context<kiln::vulkan>&, operands&)) {
   auto* g = gpu();
   if (!g) return state.SkipWithError("no Vulkan device");
   operands o(*g);
-  auto run = [&] {
-    o.t = o.a * o.b;
-    o.t = o.t + o.c;
-    o.y = kiln::gelu(o.t);
-  };
-  run();
-  g->synchronize();
-  for (auto _ : state) {
-    run();
-    g->synchronize();
-  }
+  run(*g, o);
+  for (auto _ : state) run(*g, o);
   gb_per_s(state, 4);
 }
-BENCHMARK(BM_gelu_unfused)->Name("BM_gelu_chain/vulkan/unfused")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gelu_chain, fused, gelu_fused)->Name("BM_gelu_chain/vulkan/fused")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gelu_chain, unfused, gelu_unfused)->Name("BM_gelu_chain/vulkan/unfused")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_gelu_paired(benchmark::State& state) {
   auto* g = gpu();
   if (!g) return state.SkipWithError("no Vulkan device");
   operands o(*g);
-  auto fused = [&] {
-    o.y = kiln::gelu(o.a * o.b + o.c);
-    g->synchronize();
-  };
-  auto unfused = [&] {
-    o.t = o.a * o.b;
-    o.t = o.t + o.c;
-    o.y = kiln::gelu(o.t);
-    g->synchronize();
-  };
-  fused();
-  unfused();
-  kiln_bench::paired(state, fused, unfused);
+  gelu_fused(*g, o);
+  gelu_unfused(*g, o);
+  kiln_bench::paired(state, [&] { gelu_fused(*g, o); }, [&] { gelu_unfused(*g, o); });
 }
 BENCHMARK(BM_gelu_paired)->Name("BM_gelu_chain/vulkan/fused_vs_unfused")->Unit(benchmark::kMillisecond)->UseManualTime();
 

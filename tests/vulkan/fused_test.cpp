@@ -61,6 +61,13 @@ void run_statement(kiln::context<kiln::vulkan>& ctx, float k) {
   }
 }
 
+/// An earlier run of the program: a context that runs one statement and closes (writing
+/// its SPIR-V, pipeline cache and warm list to the current cache directory).
+void run_and_close(float k) {
+  auto c = fresh_context();
+  run_statement(c, k);
+}
+
 }  // namespace
 
 TEST_F(fused, a_chain_is_one_dispatch_and_new_scalars_reuse_the_kernel) {
@@ -117,10 +124,7 @@ TEST_F(fused, cold_then_warm_contexts_share_the_disk_cache) {
 
 TEST_F(fused, damaged_cache_entries_are_rebuilt_not_trusted) {
   temp_cache cache("damaged");
-  {
-    auto c = fresh_context();
-    run_statement(c, 1.0f);
-  }
+  run_and_close(1.0f);
   ASSERT_GE(cache.files(".spv"), 1u);
   for (const auto& e : fs::directory_iterator(cache.dir)) {  // flip bytes in, then truncate, every entry
     if (e.path().extension() != ".spv") continue;
@@ -186,10 +190,7 @@ TEST_F(fused, a_warm_start_rebuilds_the_last_runs_kernels_before_they_are_used) 
 
 TEST_F(fused, a_statement_racing_the_warm_start_builds_its_kernel_exactly_once) {
   temp_cache cache("preload_race");
-  {
-    auto c = fresh_context();
-    run_statement(c, 1.0f);
-  }
+  run_and_close(1.0f);
   auto c = fresh_context();
   run_statement(c, 2.0f);  // at once: the kernel is ready, being built (wait), or not started
   kiln::vulkan::wait_preloaded(c);
@@ -201,10 +202,7 @@ TEST_F(fused, a_statement_racing_the_warm_start_builds_its_kernel_exactly_once) 
 TEST_F(fused, preload_off_builds_kernels_on_use) {
   temp_cache cache("preload_off");
   kiln_test::scoped_env off("KILN_CACHE_PRELOAD", "off");
-  {
-    auto c = fresh_context();
-    run_statement(c, 1.0f);
-  }
+  run_and_close(1.0f);
   EXPECT_EQ(cache.files(".warm"), 0u);
   EXPECT_GE(cache.files(".spv"), 1u);
   auto c = fresh_context();
@@ -218,10 +216,7 @@ TEST_F(fused, preload_off_builds_kernels_on_use) {
 
 TEST_F(fused, a_damaged_warm_list_is_ignored_then_rewritten) {
   temp_cache cache("preload_damaged");
-  {
-    auto c = fresh_context();
-    run_statement(c, 1.0f);
-  }
+  run_and_close(1.0f);
   ASSERT_EQ(cache.files(".warm"), 1u);
   for (const auto& e : fs::directory_iterator(cache.dir)) {
     if (e.path().extension() == ".warm") fs::resize_file(e.path(), fs::file_size(e.path()) - 3);
@@ -239,10 +234,7 @@ TEST_F(fused, a_damaged_warm_list_is_ignored_then_rewritten) {
 
 TEST_F(fused, a_warm_list_whose_spirv_is_gone_starts_cold_without_compiling_in_the_background) {
   temp_cache cache("preload_no_spirv");
-  {
-    auto c = fresh_context();
-    run_statement(c, 1.0f);
-  }
+  run_and_close(1.0f);
   for (const auto& e : fs::directory_iterator(cache.dir)) {
     if (e.path().extension() == ".spv") fs::remove(e.path());
   }
@@ -255,7 +247,7 @@ TEST_F(fused, a_warm_list_whose_spirv_is_gone_starts_cold_without_compiling_in_t
 
 TEST(warm_list, round_trips_and_rejects_every_truncation_and_trailing_bytes) {
   namespace vk = kiln::detail::vk;
-  vk::pipeline a, b;
+  vk::kernel_record a, b;
   a.name = "copy";
   a.defines = {{"KILN_ELEM_BITS", "32"}};
   a.bindings = 2;
@@ -276,7 +268,8 @@ TEST(warm_list, round_trips_and_rejects_every_truncation_and_trailing_bytes) {
   EXPECT_EQ(back[1].name, "k0123");
   EXPECT_TRUE(back[1].defines.empty());
   EXPECT_EQ(back[1].glsl, b.glsl);
-  const auto spec = back[0].spec();
+  std::vector<vk::define> views;
+  const auto spec = back[0].spec(views);
   ASSERT_EQ(spec.defines.size(), 1u);
   EXPECT_EQ(spec.defines[0].value, "32");
   for (std::size_t n = 0; n < bytes.size(); ++n) {

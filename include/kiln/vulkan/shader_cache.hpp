@@ -83,37 +83,38 @@ struct cache_stats {
   std::string directory;             ///< the disk cache's directory ("" = disabled)
 };
 
-/// A compiled kernel's Vulkan objects.
-struct pipeline {
-  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
-  VkPipelineLayout layout = VK_NULL_HANDLE;
-  VkPipeline handle = VK_NULL_HANDLE;
-  std::uint32_t bindings = 0;
-  std::uint32_t push_bytes = 0;
-  std::string glsl;  ///< the source it was compiled from (confirms cache hits)
-  // What a later process needs to rebuild it (the warm list):
-  std::string name;
-  std::vector<std::pair<std::string, std::string>> defines;
-  std::uint64_t first_use = 0;  ///< order of first use here; 0: preloaded, not used (yet)
-};
-
-/// One kernel of a warm list: a kernel_spec that owns its strings.
+/// A kernel_spec that owns its strings: what a pipeline was built from, and what a warm
+/// list records so that a later process can rebuild it.
 struct kernel_record {
   std::string name, glsl;
   std::vector<std::pair<std::string, std::string>> defines;
   std::uint32_t bindings = 0, push_bytes = 0;
-  std::vector<define> views;  ///< defines as kernel_spec wants them (into `defines`)
 
-  kernel_spec spec() {
+  kernel_record() = default;
+  explicit kernel_record(const kernel_spec& k)
+      : name(k.name), glsl(k.glsl), bindings(k.bindings), push_bytes(k.push_bytes) {
+    for (const auto& d : k.defines) defines.emplace_back(std::string(d.name), std::string(d.value));
+  }
+  /// A spec viewing this record; `views` holds its defines and must outlive it.
+  kernel_spec spec(std::vector<define>& views) const {
     views.clear();
     for (const auto& [n, v] : defines) views.push_back({n, v});
     return kernel_spec{name, glsl, views, bindings, push_bytes};
   }
 };
 
+/// A compiled kernel's Vulkan objects.
+struct pipeline {
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline handle = VK_NULL_HANDLE;
+  kernel_record source;         ///< confirms cache hits (glsl); listed in the warm list
+  std::uint64_t first_use = 0;  ///< order of first use here; 0: preloaded, not used (yet)
+};
+
 /// The warm list's bytes: version, count, then per kernel bindings, push bytes, name,
 /// defines and source (strings as u32 length + bytes).
-inline std::vector<std::byte> serialize_warm_list(const std::vector<const pipeline*>& used) {
+inline std::vector<std::byte> serialize_warm_list(const std::vector<const kernel_record*>& used) {
   std::vector<std::byte> out;
   auto u32 = [&](std::uint32_t v) {
     const auto* b = reinterpret_cast<const std::byte*>(&v);
@@ -126,16 +127,16 @@ inline std::vector<std::byte> serialize_warm_list(const std::vector<const pipeli
   };
   u32(1);
   u32(static_cast<std::uint32_t>(used.size()));
-  for (const pipeline* p : used) {
-    u32(p->bindings);
-    u32(p->push_bytes);
-    str(p->name);
-    u32(static_cast<std::uint32_t>(p->defines.size()));
-    for (const auto& [n, v] : p->defines) {
+  for (const kernel_record* r : used) {
+    u32(r->bindings);
+    u32(r->push_bytes);
+    str(r->name);
+    u32(static_cast<std::uint32_t>(r->defines.size()));
+    for (const auto& [n, v] : r->defines) {
       str(n);
       str(v);
     }
-    str(p->glsl);
+    str(r->glsl);
   }
   return out;
 }
@@ -192,10 +193,7 @@ inline std::string program_identity() {
   return ec ? std::string("unknown program") : p.string();
 }
 
-inline bool preload_enabled() {
-  const char* v = std::getenv("KILN_CACHE_PRELOAD");
-  return !(v && (std::string_view(v) == "off" || std::string_view(v) == "0"));
-}
+inline bool preload_enabled() { return !env_off("KILN_CACHE_PRELOAD"); }
 
 /// The pipelines of one device. Callers are serialised by the context's mutex; the cache's
 /// own mutex guards what the warm-start thread shares with them.
@@ -323,7 +321,7 @@ class shader_cache {
   pipeline* find(std::string& key, std::string_view glsl) {
     auto it = pipelines_.find(key);
     if (it == pipelines_.end()) return nullptr;
-    if (std::string_view(it->second->glsl) == glsl) return it->second.get();
+    if (std::string_view(it->second->source.glsl) == glsl) return it->second.get();
     key += "#collision";
     auto again = pipelines_.find(key);
     return again == pipelines_.end() ? nullptr : again->second.get();
@@ -331,9 +329,7 @@ class shader_cache {
 
   static std::unique_ptr<pipeline> make_pipeline(const kernel_spec& k) {
     auto p = std::make_unique<pipeline>();
-    p->glsl = std::string(k.glsl);
-    p->name = std::string(k.name);
-    for (const auto& d : k.defines) p->defines.emplace_back(std::string(d.name), std::string(d.value));
+    p->source = kernel_record(k);
     return p;
   }
 
@@ -350,7 +346,7 @@ class shader_cache {
     if (records.empty()) return;
     preload_done_ = false;
     try {
-      preloader_ = std::thread([this, r = std::move(records)]() mutable { preload(r); });
+      preloader_ = std::thread([this, r = std::move(records)] { preload(r); });
     } catch (...) {  // no thread: start cold
       preload_done_ = true;
     }
@@ -358,10 +354,11 @@ class shader_cache {
 
   /// The warm-start thread: rebuilds each listed kernel whose SPIR-V is on disk (it never
   /// compiles), skipping those a caller already has or is building.
-  void preload(std::vector<kernel_record>& records) noexcept {
+  void preload(const std::vector<kernel_record>& records) noexcept {
     try {
-      for (auto& r : records) {
-        const kernel_spec k = r.spec();
+      std::vector<define> views;
+      for (const auto& r : records) {
+        const kernel_spec k = r.spec(views);
         std::string key = memory_key(k);
         {
           std::lock_guard lock(mutex_);
@@ -414,7 +411,9 @@ class shader_cache {
       if (used.empty()) return;
       std::sort(used.begin(), used.end(), [](const pipeline* a, const pipeline* b) { return a->first_use < b->first_use; });
       if (used.size() > max_warm_kernels) used.resize(max_warm_kernels);
-      const auto bytes = serialize_warm_list(used);
+      std::vector<const kernel_record*> sources;
+      for (const pipeline* p : used) sources.push_back(&p->source);
+      const auto bytes = serialize_warm_list(sources);
       if (bytes != warm_list_loaded_) disk_.store(warm_list_key(), "warm", bytes);
     } catch (...) {  // the list is only a hint
     }
@@ -483,8 +482,6 @@ class shader_cache {
 
   /// Creates p's Vulkan objects; the seconds vkCreateComputePipelines took.
   double build(pipeline& p, const kernel_spec& k, const std::vector<std::uint32_t>& spirv) {
-    p.bindings = k.bindings;
-    p.push_bytes = k.push_bytes;
     std::vector<VkDescriptorSetLayoutBinding> binds(k.bindings);
     for (std::uint32_t i = 0; i < k.bindings; ++i) {
       binds[i] = VkDescriptorSetLayoutBinding{i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
