@@ -14,27 +14,9 @@
 #include <kiln/kiln.hpp>
 #include <kiln/vulkan.hpp>
 
+#include "scoped_env.hpp"
+
 namespace kiln_test {
-
-/// Sets an environment variable for one scope and restores it afterwards.
-class scoped_env {
- public:
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~scoped_env() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 inline bool vulkan_present() {
   static const bool present = kiln::vulkan::available();

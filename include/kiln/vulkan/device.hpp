@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kiln/core/error.hpp"
+#include "kiln/detail/env.hpp"  // env_flag, env_off
 
 namespace kiln::detail::vk {
 
@@ -105,18 +106,6 @@ inline VkDebugUtilsMessengerCreateInfoEXT messenger_info() {
   info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
   info.pfnUserCallback = &on_validation_message;
   return info;
-}
-
-/// True when the variable is set to 0, false or off (a switch that defaults to on).
-inline bool env_off(const char* name) {
-  const char* v = std::getenv(name);
-  return v && (std::string_view(v) == "0" || std::string_view(v) == "false" || std::string_view(v) == "off");
-}
-
-/// True when the variable is set to anything but 0, false or off (a switch that defaults to off).
-inline bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && !env_off(name);
 }
 
 // ---------------------------------------------------------------------------------------
