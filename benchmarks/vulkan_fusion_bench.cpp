@@ -3,7 +3,8 @@
 //   BM_gelu_chain/vulkan/unfused    the same chain as three dispatches (t = a*b; t = t + c; y = gelu(t))
 //   BM_gelu_chain/vulkan/fused_vs_unfused  the two timed as pairs, back to back in alternating
 //                                   order; counter `ratio` = fused / unfused time (median of pairs)
-//   BM_copy/vulkan/{fixed,fused}    y = a through copy.comp, and y = a * 1 (a generated vec4 kernel):
+//   BM_copy/vulkan/{fixed,fused}    y = a through copy.comp, and y = a * 1 (a generated kernel: vec4,
+//                                   or eight floats per step where the device has int64):
 //                                   the in-run bandwidth reference
 //   BM_first_use/vulkan/{cold,warm} first use of a new expression in a fresh PROCESS, with an
 //                                   empty disk cache (shaderc runs) vs one filled by an earlier process
@@ -113,7 +114,7 @@ void BM_copy_fused(benchmark::State& state) {
   }
   gb_per_s(state, 2);
 }
-BENCHMARK(BM_copy_fused)->Name("BM_copy/vulkan/fused_vec4")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_copy_fused)->Name("BM_copy/vulkan/fused")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 /// The host-side cost of a statement the kernel cache has seen: y = gelu(a*b + c) over
 /// 1024 floats, recorded 64 times per synchronize (the dispatches run on lavapipe too).

@@ -33,8 +33,8 @@ void print(const kiln::vulkan::device_info& d, bool selected) {
   std::printf("    workgroup          %u invocations max, size %u x %u x %u, %u KiB shared memory\n",
               d.max_workgroup_invocations, d.max_workgroup_size[0], d.max_workgroup_size[1], d.max_workgroup_size[2],
               d.max_shared_memory / 1024);
-  std::printf("    arithmetic         fp16 %s, int8 %s, integer dot product %s\n", yes(d.fp16_arithmetic),
-              yes(d.int8_arithmetic), yes(d.integer_dot_product));
+  std::printf("    arithmetic         fp16 %s, int8 %s, int64 %s, integer dot product %s\n", yes(d.fp16_arithmetic),
+              yes(d.int8_arithmetic), yes(d.int64), yes(d.integer_dot_product));
   std::printf("    storage            8-bit %s, 16-bit %s\n", yes(d.storage_8bit), yes(d.storage_16bit));
   std::printf("    cooperative matrix %s%s\n", yes(d.cooperative_matrix),
               d.cooperative_matrix_claimed && !d.cooperative_matrix ? " (claimed by the driver, not on kiln's allow-list)" : "");

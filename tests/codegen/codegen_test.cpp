@@ -83,6 +83,34 @@ TEST_F(codegen, gelu_chain_is_linear_vec4) {
   check_golden(k, "gelu_chain");
 }
 
+TEST_F(codegen, on_a_device_with_int64_aligned_32_bit_operands_move_eight_per_step) {
+  auto a = kiln::zeros<float>(ctx, {1024}), b = kiln::zeros<float>(ctx, {1024}), c = kiln::zeros<float>(ctx, {1024});
+  auto y = kiln::empty<float>(ctx, {1024});
+  const auto k = vk::make_kernel(y, kiln::gelu(a * b + c), true);
+  EXPECT_TRUE(k.source.plan.vec4);
+  EXPECT_TRUE(k.source.plan.wide);
+  check_golden(k, "gelu_chain_wide");
+
+  // an int32 leaf and a broadcast scalar leaf stay wide; the store is in place
+  auto i = kiln::zeros<std::int32_t>(ctx, {1024});
+  auto s = kiln::zeros<float>(ctx, {1});
+  const auto ki = vk::make_kernel(y, y * kiln::cast<float>(i) + kiln::broadcast_to(s, {1024}), true);
+  EXPECT_TRUE(ki.source.plan.wide);
+  check_golden(ki, "wide_int_scalar_in_place");
+
+  // four elements per step when an operand is 16-bit, or only 4-element aligned
+  auto h = kiln::zeros<kiln::half>(ctx, {1024});
+  EXPECT_FALSE(vk::make_kernel(y, a + kiln::cast<float>(h), true).source.plan.wide);
+  EXPECT_TRUE(vk::make_kernel(y, a + kiln::cast<float>(h), true).source.plan.vec4);
+  auto big = kiln::zeros<float>(ctx, {1028});
+  const auto shifted = kiln::slice(big, 0, 4, 1028);
+  const auto k4 = vk::make_kernel(y, a + shifted, true);
+  EXPECT_TRUE(k4.source.plan.vec4);
+  EXPECT_FALSE(k4.source.plan.wide);
+  // and not at all without int64
+  EXPECT_FALSE(vk::make_kernel(y, kiln::gelu(a * b + c)).source.plan.wide);
+}
+
 TEST_F(codegen, scalars_are_push_constants_so_values_reuse_the_kernel) {
   auto x = kiln::zeros<float>(ctx, {33});
   auto y = kiln::empty<float>(ctx, {33});

@@ -1,9 +1,11 @@
 // tests/vulkan/fused_test.cpp — generated kernels on Vulkan: one dispatch per statement,
-// scalars as push constants (new values reuse the kernel), invalid GLSL from a user's op
-// as kiln::shader_error, and the persistent cache across contexts: cold, warm, damaged
-// entries rebuilt, KILN_CACHE=off.
+// eight-per-step (u64vec4) kernels at every tail and offset, scalars as push constants
+// (new values reuse the kernel), invalid GLSL from a user's op as kiln::shader_error, and
+// the persistent cache across contexts: cold, warm, damaged entries rebuilt, KILN_CACHE=off.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -82,6 +84,41 @@ TEST_F(fused, a_chain_is_one_dispatch_and_new_scalars_reuse_the_kernel) {
   EXPECT_EQ(kiln::vulkan::cache(c).compilations, compiled) << "a new scalar value recompiled the kernel";
   const float want = 0.5f * 2.25f * (1.0f + std::erf(2.25f / std::sqrt(2.0f))) * std::tanh(0.25f);
   for (float v : y.to_host()) EXPECT_NEAR(v, want, 1e-6f);
+}
+
+TEST_F(fused, eight_per_step_kernels_are_exact_at_every_tail_offset_and_in_place) {
+  auto& c = ctx();
+  namespace vk = kiln::detail::vk;
+  auto g = kiln_test::rng();
+  for (kiln::index_t n : {1, 7, 8, 9, 15, 16, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007}) {
+    for (kiln::index_t off : {0, 4, 8}) {
+      const auto ha = kiln_test::uniform(g, static_cast<std::size_t>(n + off));
+      const auto hb = kiln_test::uniform(g, static_cast<std::size_t>(n + off));
+      std::vector<std::int32_t> hi(static_cast<std::size_t>(n + off));
+      for (std::size_t k = 0; k < hi.size(); ++k) hi[k] = static_cast<std::int32_t>(k % 201) - 100;
+      const auto a = kiln::slice(kiln::from_host(c, {n + off}, ha), 0, off, n + off);
+      const auto b = kiln::slice(kiln::from_host(c, {n + off}, hb), 0, off, n + off);
+      const auto i = kiln::slice(kiln::from_host(c, {n + off}, hi), 0, off, n + off);
+      auto y = kiln::empty<float>(c, {n});
+      auto yi = kiln::empty<std::int32_t>(c, {n});
+      const auto k = vk::make_kernel(y, a * b - kiln::cast<float>(i), c.state()->info().int64);
+      if (n > 1) EXPECT_EQ(k.source.plan.wide, c.state()->info().int64 && off % 8 == 0) << k.source.glsl;  // n = 1: all constant
+      y = a * b - kiln::cast<float>(i);
+      yi = i * 3 + i;
+      auto x = kiln::from_host(c, {n}, std::vector<float>(ha.begin() + off, ha.end()));
+      x = x * 2.0f + 1.0f;  // in place: the output binding is read too
+      const auto gy = y.to_host();
+      const auto gi = yi.to_host();
+      const auto gx = x.to_host();
+      for (kiln::index_t e = 0; e < n; ++e) {
+        const auto s = static_cast<std::size_t>(e + off), d = static_cast<std::size_t>(e);
+        const float want = ha[s] * hb[s] - float(hi[s]);  // up to one rounding apart (fma)
+        EXPECT_NEAR(gy[d], want, 1e-6f * (1.0f + std::abs(want))) << "n=" << n << " off=" << off << " e=" << e;
+        EXPECT_EQ(gi[d], hi[s] * 4) << "n=" << n << " off=" << off << " e=" << e;
+        EXPECT_EQ(gx[d], ha[s] * 2.0f + 1.0f) << "n=" << n << " off=" << off << " e=" << e;
+      }
+    }
+  }
 }
 
 TEST_F(fused, invalid_glsl_of_a_custom_op_is_a_shader_error_with_expression_source_and_log) {

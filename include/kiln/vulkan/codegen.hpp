@@ -3,7 +3,7 @@
 // Pure text generation (no Vulkan headers), so it is tested without a device. The
 // generated source depends only on what must be compiled in: the expression's types and
 // op bodies, the collapsed rank, how each operand is indexed (linear, constant or
-// strided), which leaves share a buffer or a whole view, and the vec4 variant. Everything
+// strided), which leaves share a buffer or a whole view, and the vector variant. Everything
 // else — element count, offsets, extents, strides and scalar values — goes into push
 // constants, so new sizes and scalar values reuse the compiled kernel. The source is the
 // cache key.
@@ -11,7 +11,12 @@
 // Shader shape: bindings 0..B-1 are the distinct buffers (the output first); one push
 // constant block; `kiln_compute(leaves...)` is the expression for one element (each op one
 // statement, repeated sub-expressions computed once); main() runs a grid-stride loop, one
-// element per step, or four (vec4 loads/stores) when every operand is linear and aligned.
+// element per step, or four (vec4 loads/stores) when every operand is linear and aligned,
+// or eight when moreover every operand is 32-bit, 8-element aligned and the device has
+// 64-bit integers: each step then moves 32 bytes per operand as one u64vec4 (bit-cast to
+// two vec4s). A driver that loads and stores lane by lane (lavapipe: one scalar access per
+// invocation and component) then does half the accesses: the fused gelu chain runs ~1.4x
+// and a copy ~1.6x faster there; on a GPU it is two 16-byte accesses per invocation.
 #pragma once
 
 #include <algorithm>
@@ -60,6 +65,7 @@ struct operand_plan {
 struct kernel_plan {
   int rank = 1;                       // collapsed rank
   bool vec4 = false;                  // four elements per step, vec4 loads and stores
+  bool wide = false;                  // (with vec4) eight per step: u64vec4 loads and stores
   std::vector<operand_plan> operands; // [0] output, [1..] leaves
   std::uint32_t bindings = 0;
 };
@@ -140,6 +146,13 @@ inline constexpr std::string_view bf16_glsl = R"(uint kiln_to_bf16(float v) {
 )";
 
 /// Saturating float -> integer (truncate toward zero; NaN -> 0), as detail::convert_value.
+/// The wide variant's bit casts: a u64vec2 (from a u64vec4 load) <-> four 32-bit lanes.
+inline constexpr std::string_view wide_glsl = R"(vec4 kiln_f32x4(u64vec2 w) { return uintBitsToFloat(uvec4(unpackUint2x32(w.x), unpackUint2x32(w.y))); }
+ivec4 kiln_i32x4(u64vec2 w) { return ivec4(uvec4(unpackUint2x32(w.x), unpackUint2x32(w.y))); }
+u64vec2 kiln_pack_f32x4(vec4 v) { uvec4 u = floatBitsToUint(v); return u64vec2(packUint2x32(u.xy), packUint2x32(u.zw)); }
+u64vec2 kiln_pack_i32x4(ivec4 v) { uvec4 u = uvec4(v); return u64vec2(packUint2x32(u.xy), packUint2x32(u.zw)); }
+)";
+
 inline constexpr std::string_view f2i_glsl = R"(int kiln_f2i(float v, float lo, float hi) {
   if (isnan(v)) return 0;
   if (hi > 2147483000.0 && v >= 2147483648.0) return 2147483647;  // int32: its max is not a float
@@ -292,7 +305,7 @@ class emitter {
 /// operands i and j (0 = output) share a buffer / read the very same elements.
 template <std::size_t L, class SameStorage, class SameView>
 kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1], const index_t (&offsets)[L + 1],
-                      SameStorage&& same_storage, SameView&& same_view) {
+                      SameStorage&& same_storage, SameView&& same_view, bool int64 = false) {
   kernel_plan plan;
   plan.rank = lay.rank;
   plan.operands.resize(L + 1);
@@ -335,6 +348,13 @@ kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1
     v4 = op.how == access::constant || (op.how == access::linear && vec_type && offsets[o] % 4 == 0);
   }
   plan.vec4 = v4 && types[0] != dtype::u8;
+  // wide: moreover 32-bit and 8-element aligned (u64vec4 = 32 bytes), on a device with int64
+  bool w = plan.vec4 && int64;
+  for (std::size_t o = 0; o <= L && w; ++o) {
+    const auto& op = plan.operands[o];
+    w = op.how == access::constant || ((op.type == dtype::f32 || op.type == dtype::i32) && offsets[o] % 8 == 0);
+  }
+  plan.wide = w;
   return plan;
 }
 
@@ -367,7 +387,8 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   for (std::size_t k = 0; k < L; ++k) {
     s += ", " + emitter::leaf_name(k) + " " + std::string(name(plan.operands[1 + k].type));
   }
-  s += "; rank " + std::to_string(plan.rank) + (plan.vec4 ? "; vec4" : "") + "\n";
+  s += "; rank " + std::to_string(plan.rank) + (plan.wide ? "; 8 per step (u64vec4)" : plan.vec4 ? "; vec4" : "") + "\n";
+  if (plan.wide) s += "#extension GL_ARB_gpu_shader_int64 : require\n";
   if (f16 || b16) s += "#extension GL_EXT_shader_16bit_storage : require\n";
   // 16-bit values are only loaded, stored and converted (16-bit storage), never computed
   // with: no Float16/Int16 arithmetic capability is needed from the device.
@@ -397,7 +418,7 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
     for (std::size_t q = 0; q <= L; ++q)
       vector_read = vector_read || (plan.operands[q].binding == op.binding && plan.operands[q].how == access::linear);
     if (plan.vec4 && vector_read) {
-      const std::string vt = op.type == dtype::f32 ? "vec4" : op.type == dtype::i32 ? "ivec4" : "f16vec4";
+      const std::string vt = plan.wide ? "u64vec4" : op.type == dtype::f32 ? "vec4" : op.type == dtype::i32 ? "ivec4" : "f16vec4";
       s += "layout(std430, set = 0, binding = " + b + ") " + qual + "buffer kiln_vbuf" + b + " { " + vt + " kiln_v" +
            b + "[]; };\n";
     }
@@ -429,6 +450,7 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   s += "} p;\n\n";
 
   for (const std::string& f : em.functions) s += f;
+  if (plan.wide) s += wide_glsl;
   if (em.uses_f2i) s += f2i_glsl;
   if (b16) s += bf16_glsl;
 
@@ -469,36 +491,52 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   s += "void main() {\n";
   s += "  uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;\n";
   if (plan.vec4) {
-    s += "  uint quads = p.n / 4u;\n";
+    // W elements per step: one vec4 (W = 4), or one u64vec4 read as two vec4 halves (W = 8)
+    const unsigned W = plan.wide ? 8 : 4;
+    const std::string ws = std::to_string(W) + "u";
+    const std::vector<std::string> halves = plan.wide ? std::vector<std::string>{"v", "h"} : std::vector<std::string>{"v"};
+    auto vec_type = [](dtype t) { return std::string(t == dtype::i32 ? "ivec4" : "vec4"); };
+    s += "  uint quads = p.n / " + ws + ";\n";
     s += "  for (uint q = gl_GlobalInvocationID.x; q < quads; q += step) {\n";
     for (std::size_t q : unique) {
       const auto& op = plan.operands[q];
-      const std::string b = std::to_string(op.binding), o = std::to_string(q);
+      const std::string b = std::to_string(op.binding), o = std::to_string(q), l = "l" + std::to_string(q - 1);
+      const std::string at = "kiln_v" + b + "[p.off" + o + " / " + ws + " + q]";
       if (op.how == access::constant) {
-        s += "    " + std::string(compute_type_of(op.type)) + " l" + std::to_string(q - 1) + "s = " +
+        s += "    " + std::string(compute_type_of(op.type)) + " " + l + "s = " +
              glsl_load(op.type, "kiln_b" + b + "[p.off" + o + "]") + ";\n";
+      } else if (plan.wide) {
+        const std::string unpack = op.type == dtype::i32 ? "kiln_i32x4" : "kiln_f32x4";
+        s += "    u64vec4 " + l + "w = " + at + ";\n";
+        s += "    " + vec_type(op.type) + " " + l + "v = " + unpack + "(" + l + "w.xy), " + l + "h = " + unpack + "(" + l +
+             "w.zw);\n";
       } else {
-        const std::string vt = op.type == dtype::i32 ? "ivec4" : "vec4";
-        s += "    " + vt + " l" + std::to_string(q - 1) + "v = " + vt + "(kiln_v" + b + "[p.off" + o + " / 4u + q]);\n";
+        s += "    " + vec_type(op.type) + " " + l + "v = " + vec_type(op.type) + "(" + at + ");\n";
       }
     }
-    const std::string out_vt = plan.operands[0].type == dtype::i32 ? "ivec4" : "vec4";
-    s += "    " + out_vt + " r;\n";
-    // Four explicit calls, not a loop over r[k]: lavapipe keeps such a loop (indexing a
-    // vector with a variable), which made the fused gelu chain ~1.4x slower there.
-    for (const char* comp : {"x", "y", "z", "w"}) {
-      s += std::string("    r.") + comp + " = kiln_compute(";
-      for (std::size_t u = 0; u < unique.size(); ++u) {
-        const std::size_t q = unique[u];
-        s += (u ? ", " : "") + ("l" + std::to_string(q - 1)) + (plan.operands[q].how == access::constant ? std::string("s") : std::string("v.") + comp);
+    const std::string out_vt = vec_type(plan.operands[0].type);
+    auto result_of = [&](const std::string& half) { return plan.wide ? "r" + half : std::string("r"); };
+    s += "    " + out_vt + (plan.wide ? " rv, rh;\n" : " r;\n");
+    // Explicit calls per component, not a loop over r[k]: lavapipe keeps such a loop
+    // (indexing a vector with a variable), which made the fused gelu chain ~1.4x slower there.
+    for (const std::string& half : halves) {
+      for (const char* comp : {"x", "y", "z", "w"}) {
+        s += "    " + result_of(half) + "." + comp + " = kiln_compute(";
+        for (std::size_t u = 0; u < unique.size(); ++u) {
+          const std::size_t q = unique[u];
+          s += (u ? ", " : "") + ("l" + std::to_string(q - 1)) +
+               (plan.operands[q].how == access::constant ? std::string("s") : half + "." + comp);
+        }
+        s += ");\n";
       }
-      s += ");\n";
     }
     const std::string b0 = std::to_string(plan.operands[0].binding);
-    const std::string store = plan.operands[0].type == dtype::f16 ? "f16vec4(r)" : "r";
-    s += "    kiln_v" + b0 + "[p.off0 / 4u + q] = " + store + ";\n  }\n";
-    s += "  uint tail = quads * 4u + gl_GlobalInvocationID.x;\n";
-    s += "  if (gl_GlobalInvocationID.x < p.n % 4u) {\n    uint i = tail;\n";
+    const std::string pack = plan.operands[0].type == dtype::i32 ? "kiln_pack_i32x4" : "kiln_pack_f32x4";
+    const std::string store = plan.wide ? "u64vec4(" + pack + "(rv), " + pack + "(rh))"
+                              : plan.operands[0].type == dtype::f16 ? "f16vec4(r)" : "r";
+    s += "    kiln_v" + b0 + "[p.off0 / " + ws + " + q] = " + store + ";\n  }\n";
+    s += "  uint tail = quads * " + ws + " + gl_GlobalInvocationID.x;\n";
+    s += "  if (gl_GlobalInvocationID.x < p.n % " + ws + ") {\n    uint i = tail;\n";
   } else {
     s += "  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += step) {\n";
   }
@@ -589,6 +627,7 @@ inline std::string plan_key(const kernel_plan& plan) {
   k.reserve(4 + plan.operands.size() * 4);
   k += static_cast<char>(plan.rank);
   k += static_cast<char>(plan.vec4);
+  k += static_cast<char>(plan.wide);
   k += static_cast<char>(plan.bindings);
   for (const operand_plan& o : plan.operands) {
     k += static_cast<char>(o.type);
@@ -616,9 +655,10 @@ const kernel_source& cached_source(const N& n, const kernel_plan& plan) {
   return *sources.emplace(key, std::move(src)).first->second;
 }
 
-/// Plans and generates the kernel for `out = n` (shapes and aliasing already checked).
+/// Plans and generates the kernel for `out = n` (shapes and aliasing already checked);
+/// int64: the device runs 64-bit integer code (enables the wide variant).
 template <class T, class B, class N>
-kernel make_kernel(const tensor<T, B>& out, const N& n) {
+kernel make_kernel(const tensor<T, B>& out, const N& n, bool int64 = false) {
   constexpr std::size_t L = leaf_count_v<N>;
   const auto lay = make_layout(out, n);
   dtype types[L + 1];
@@ -642,7 +682,7 @@ kernel make_kernel(const tensor<T, B>& out, const N& n) {
   auto same_view = [&](std::size_t a, std::size_t b) {
     return storage[a] == storage[b] && types[a] == types[b] && offsets[a] == offsets[b] && views[a] == views[b];
   };
-  const kernel_plan plan = make_plan<L>(lay, types, offsets, same_storage, same_view);
+  const kernel_plan plan = make_plan<L>(lay, types, offsets, same_storage, same_view, int64);
   const kernel_source& src = cached_source<T>(n, plan);
   return kernel{src, make_args<L>(lay, offsets, src.plan, n)};
 }

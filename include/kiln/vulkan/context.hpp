@@ -88,9 +88,13 @@ class context_state {
     f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
     f11.pNext = &f12;
     f11.storageBuffer16BitAccess = info_.storage_16bit;
+    VkPhysicalDeviceFeatures2 f10{};
+    f10.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    f10.pNext = &f11;
+    f10.features.shaderInt64 = info_.int64;
     VkDeviceCreateInfo di{};
     di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
-    di.pNext = &f11;
+    di.pNext = &f10;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
     VkDevice dev = VK_NULL_HANDLE;

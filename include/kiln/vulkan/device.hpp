@@ -285,6 +285,7 @@ struct device_info {
   // arithmetic and storage
   bool fp16_arithmetic = false;
   bool int8_arithmetic = false;
+  bool int64 = false;  // shaderInt64: 64-bit integers in shaders (generated kernels' wide loads)
   bool storage_8bit = false;
   bool storage_16bit = false;
   bool integer_dot_product = false;
@@ -478,6 +479,7 @@ inline device_info describe(VkPhysicalDevice pd, int index) {
     d.storage_8bit = f12.storageBuffer8BitAccess;
     d.fp16_arithmetic = f12.shaderFloat16;
     d.int8_arithmetic = f12.shaderInt8;
+    d.int64 = f2.features.shaderInt64;
     d.timeline_semaphore = f12.timelineSemaphore;
     d.integer_dot_product = (d.api_version >= VK_API_VERSION_1_3 && f13.shaderIntegerDotProduct) ||
                             has_ext("VK_KHR_shader_integer_dot_product");

@@ -24,9 +24,9 @@ float kiln_gelu(float x) {
   float a = abs(x);
   float c = min(a, 5.656854153e+00);
   float t = c * c;
-  float e = 5.543717384e+00 <= a ? 0.5
-          : c * fma(fma(fma(fma(fma(2.211375616e-08, t, 6.249753824e-06), t, 1.680841087e-04), t, 4.671523813e-03), t, 3.388284147e-02), t, 3.989422917e-01)
-              / fma(fma(fma(fma(fma(1.171352665e-06, t, 7.289681525e-05), t, 1.880740630e-03), t, 2.864346094e-02), t, 2.515981197e-01), t, 1.000000000e+00);
+  float e = mix(c * fma(fma(fma(fma(fma(2.211375616e-08, t, 6.249753824e-06), t, 1.680841087e-04), t, 4.671523813e-03), t, 3.388284147e-02), t, 3.989422917e-01)
+                  / fma(fma(fma(fma(fma(1.171352665e-06, t, 7.289681525e-05), t, 1.880740630e-03), t, 2.864346094e-02), t, 2.515981197e-01), t, 1.000000000e+00),
+                0.5, 5.543717384e+00 <= a);  // a select, not a branch
   return fma(a, e, 0.5 * x);  // NaN x: a is NaN, whatever GLSL's min made of c
 }
 float kiln_compute(float l0, float l1, float l2) {

@@ -58,9 +58,9 @@ inline std::string erf_glsl() {
          "  float a = abs(x);\n"
          "  float c = min(a, " + glsl_float(erf_fit_limit) + ");\n"
          "  float t = c * c;\n"
-         "  float e = " + glsl_float(erf_saturation) + " <= a ? 1.0\n"
-         "          : c * " + glsl_horner(erf_pf, "t") + "\n"
-         "              / " + glsl_horner(erf_qf, "t") + ";\n"
+         "  float e = mix(c * " + glsl_horner(erf_pf, "t") + "\n"
+         "                  / " + glsl_horner(erf_qf, "t") + ",\n"
+         "                1.0, " + glsl_float(erf_saturation) + " <= a);  // a select, not a branch\n"
          "  return isnan(x) ? x : (x < 0.0 ? -e : e);\n"
          "}\n";
 }

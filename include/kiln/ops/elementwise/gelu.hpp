@@ -52,9 +52,9 @@ struct gelu_op {
            "  float a = abs(x);\n"
            "  float c = min(a, " + glsl_float(detail::gelu_fit_limit) + ");\n"
            "  float t = c * c;\n"
-           "  float e = " + glsl_float(detail::gelu_saturation) + " <= a ? 0.5\n"
-           "          : c * " + glsl_horner(detail::gelu_pf, "t") + "\n"
-           "              / " + glsl_horner(detail::gelu_qf, "t") + ";\n"
+           "  float e = mix(c * " + glsl_horner(detail::gelu_pf, "t") + "\n"
+           "                  / " + glsl_horner(detail::gelu_qf, "t") + ",\n"
+           "                0.5, " + glsl_float(detail::gelu_saturation) + " <= a);  // a select, not a branch\n"
            "  return fma(a, e, 0.5 * x);  // NaN x: a is NaN, whatever GLSL's min made of c\n"
            "}\n";
   }

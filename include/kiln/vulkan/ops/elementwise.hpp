@@ -32,7 +32,7 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
     require_storage_width<typename std::remove_cvref_t<decltype(in)>::value_type>(ctx);
   });
 
-  const kernel kn = make_kernel(out, n);
+  const kernel kn = make_kernel(out, n, ctx.info().int64);
   const kernel_plan& plan = kn.source.plan;
 
   // One binding per distinct buffer; the output's is the one written.
@@ -47,7 +47,8 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
 
   const kernel_spec spec{kn.source.name, kn.source.glsl, {}, plan.bindings,
                          static_cast<std::uint32_t>(kn.args.push.size() * sizeof(std::uint32_t)), kn.source.expression};
-  const std::uint64_t work = plan.vec4 ? (kn.args.elements + 3) / 4 : kn.args.elements;
+  const std::uint64_t per_step = plan.wide ? 8 : plan.vec4 ? 4 : 1;
+  const std::uint64_t work = (kn.args.elements + per_step - 1) / per_step;
   ctx.dispatch(spec, b, std::as_bytes(std::span(kn.args.push)), ctx.groups_for(work));
 }
 
