@@ -1,6 +1,9 @@
 // benchmarks/vulkan_fusion_bench.cpp — generated kernels on Vulkan (lavapipe in CI):
 //   BM_gelu_chain/vulkan/fused      y = gelu(a*b + c), 16M floats, ONE generated kernel
 //   BM_gelu_chain/vulkan/unfused    the same chain as three dispatches (t = a*b; t = t + c; y = gelu(t))
+//   BM_gelu_chain/vulkan/{fused,unfused}_storage_reads  the same on a context whose kernels
+//                                   read inputs as storage buffers (texel reads off): the A/B of
+//                                   the texel-read path on a device that defaults to it (lavapipe)
 //   BM_gelu_chain/vulkan/fused_vs_unfused  the two timed as pairs, back to back in alternating
 //                                   order; counter `ratio` = fused / unfused time (median of pairs)
 //   BM_copy/vulkan/{fixed,fused}    y = a through copy.comp, and y = a * 1 (a generated kernel: vec4,
@@ -39,6 +42,17 @@ kiln::context<kiln::vulkan>* gpu() {
   return c.get();
 }
 
+/// A context whose generated kernels read their inputs as storage buffers.
+kiln::context<kiln::vulkan>* gpu_storage_reads() {
+  static std::unique_ptr<kiln::context<kiln::vulkan>> c;
+  if (!c && kiln::vulkan::available()) {
+    kiln::vulkan::options o;
+    o.texel_reads = false;
+    c = std::make_unique<kiln::context<kiln::vulkan>>(o);
+  }
+  return c.get();
+}
+
 void gb_per_s(benchmark::State& state, int arrays) {
   state.counters["GB/s"] = benchmark::Counter(double(arrays) * 4.0 * double(n), benchmark::Counter::kIsIterationInvariantRate,
                                               benchmark::Counter::kIs1000);
@@ -67,8 +81,9 @@ void gelu_unfused(kiln::context<kiln::vulkan>& g, operands& o) {
 }
 
 /// Times run(g, o) per iteration (its kernels compiled before the timing).
-void gelu_chain(benchmark::State& state, void (*run)(kiln::context<kiln::vulkan>&, operands&)) {
-  auto* g = gpu();
+void gelu_chain(benchmark::State& state, void (*run)(kiln::context<kiln::vulkan>&, operands&),
+                kiln::context<kiln::vulkan>* (*context)() = gpu) {
+  auto* g = context();
   if (!g) return state.SkipWithError("no Vulkan device");
   operands o(*g);
   run(*g, o);
@@ -77,6 +92,10 @@ void gelu_chain(benchmark::State& state, void (*run)(kiln::context<kiln::vulkan>
 }
 BENCHMARK_CAPTURE(gelu_chain, fused, gelu_fused)->Name("BM_gelu_chain/vulkan/fused")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(gelu_chain, unfused, gelu_unfused)->Name("BM_gelu_chain/vulkan/unfused")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gelu_chain, fused_storage, gelu_fused, gpu_storage_reads)
+    ->Name("BM_gelu_chain/vulkan/fused_storage_reads")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gelu_chain, unfused_storage, gelu_unfused, gpu_storage_reads)
+    ->Name("BM_gelu_chain/vulkan/unfused_storage_reads")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_gelu_paired(benchmark::State& state) {
   auto* g = gpu();

@@ -162,7 +162,7 @@ void BM_alloc_free_1MiB_raw_vulkan(benchmark::State& state) {
   const VkDevice dev = st.device();
   for (auto _ : state) {
     VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, nullptr, 0, VkDeviceSize(1) << 20,
-                          vk::memory_pool::usage, VK_SHARING_MODE_EXCLUSIVE, 0, nullptr};
+                          vk::memory_pool::storage_usage, VK_SHARING_MODE_EXCLUSIVE, 0, nullptr};
     VkBuffer b = VK_NULL_HANDLE;
     vk::check(vkCreateBuffer(dev, &bi, nullptr, &b), "vkCreateBuffer");
     VkMemoryRequirements req{};

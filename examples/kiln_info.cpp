@@ -41,6 +41,9 @@ void print(const kiln::vulkan::device_info& d, bool selected) {
   std::printf("    limits             allocation %s, buffer %s, binding %s, push constants %u B\n",
               mib(d.max_allocation_size).c_str(), mib(d.max_buffer_size).c_str(), mib(d.max_storage_buffer_range).c_str(),
               d.max_push_constants);
+  std::printf("    texel reads        %s\n", d.max_texel_buffer_elements
+                                                  ? ("uniform texel buffers up to " + mib(d.max_texel_buffer_elements * 16)).c_str()
+                                                  : "no");
   for (std::size_t h = 0; h < d.heaps.size(); ++h) {
     std::string types;
     for (std::size_t t = 0; t < d.memory_types.size(); ++t) {

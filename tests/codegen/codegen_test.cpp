@@ -86,7 +86,8 @@ TEST_F(codegen, gelu_chain_is_linear_vec4) {
 TEST_F(codegen, on_a_device_with_int64_aligned_32_bit_operands_move_eight_per_step) {
   auto a = kiln::zeros<float>(ctx, {1024}), b = kiln::zeros<float>(ctx, {1024}), c = kiln::zeros<float>(ctx, {1024});
   auto y = kiln::empty<float>(ctx, {1024});
-  const auto k = vk::make_kernel(y, kiln::gelu(a * b + c), true);
+  const vk::plan_options int64{.int64 = true};
+  const auto k = vk::make_kernel(y, kiln::gelu(a * b + c), int64);
   EXPECT_TRUE(k.source.plan.vec4);
   EXPECT_TRUE(k.source.plan.wide);
   check_golden(k, "gelu_chain_wide");
@@ -94,21 +95,52 @@ TEST_F(codegen, on_a_device_with_int64_aligned_32_bit_operands_move_eight_per_st
   // an int32 leaf and a broadcast scalar leaf stay wide; the store is in place
   auto i = kiln::zeros<std::int32_t>(ctx, {1024});
   auto s = kiln::zeros<float>(ctx, {1});
-  const auto ki = vk::make_kernel(y, y * kiln::cast<float>(i) + kiln::broadcast_to(s, {1024}), true);
+  const auto ki = vk::make_kernel(y, y * kiln::cast<float>(i) + kiln::broadcast_to(s, {1024}), int64);
   EXPECT_TRUE(ki.source.plan.wide);
   check_golden(ki, "wide_int_scalar_in_place");
 
   // four elements per step when an operand is 16-bit, or only 4-element aligned
   auto h = kiln::zeros<kiln::half>(ctx, {1024});
-  EXPECT_FALSE(vk::make_kernel(y, a + kiln::cast<float>(h), true).source.plan.wide);
-  EXPECT_TRUE(vk::make_kernel(y, a + kiln::cast<float>(h), true).source.plan.vec4);
+  EXPECT_FALSE(vk::make_kernel(y, a + kiln::cast<float>(h), int64).source.plan.wide);
+  EXPECT_TRUE(vk::make_kernel(y, a + kiln::cast<float>(h), int64).source.plan.vec4);
   auto big = kiln::zeros<float>(ctx, {1028});
   const auto shifted = kiln::slice(big, 0, 4, 1028);
-  const auto k4 = vk::make_kernel(y, a + shifted, true);
+  const auto k4 = vk::make_kernel(y, a + shifted, int64);
   EXPECT_TRUE(k4.source.plan.vec4);
   EXPECT_FALSE(k4.source.plan.wide);
   // and not at all without int64
   EXPECT_FALSE(vk::make_kernel(y, kiln::gelu(a * b + c)).source.plan.wide);
+}
+
+TEST_F(codegen, texel_reads_cover_bindings_only_read_by_32_bit_leaves_in_the_vector_variants) {
+  auto a = kiln::zeros<float>(ctx, {1024}), b = kiln::zeros<float>(ctx, {1024}), c = kiln::zeros<float>(ctx, {1024});
+  auto y = kiln::empty<float>(ctx, {1024});
+  const auto k = vk::make_kernel(y, kiln::gelu(a * b + c), vk::plan_options{.int64 = true, .texel_reads = true});
+  EXPECT_TRUE(k.source.plan.wide);
+  EXPECT_EQ(k.source.plan.texel_bindings, 0b1110u);  // every input; never the output
+  check_golden(k, "gelu_chain_texel");
+
+  // four per step; in place: the output's binding stays a storage buffer, the int32 and
+  // broadcast scalar leaves (the scalar read once, before the loop) are texel reads
+  const vk::plan_options texel{.texel_reads = true};
+  auto i = kiln::zeros<std::int32_t>(ctx, {1024});
+  auto s = kiln::zeros<float>(ctx, {1});
+  const auto ki = vk::make_kernel(y, y * kiln::cast<float>(i) + kiln::broadcast_to(s, {1024}), texel);
+  EXPECT_TRUE(ki.source.plan.vec4);
+  EXPECT_FALSE(ki.source.plan.wide);
+  EXPECT_EQ(ki.source.plan.texel_bindings, 0b110u);
+  check_golden(ki, "texel_int_scalar_in_place");
+
+  // a 16-bit leaf's binding is a storage buffer; the 32-bit one beside it a texel read
+  auto h = kiln::zeros<kiln::half>(ctx, {1024});
+  const auto kh = vk::make_kernel(y, a + kiln::cast<float>(h), texel);
+  EXPECT_EQ(kh.source.plan.texel_bindings, 1u << kh.source.plan.operands[1].binding);
+  EXPECT_EQ(glslc_errors(kh.source.glsl, "texel_half"), "") << kh.source.glsl;
+  // none for strided operands (no vector variant), nor without the option
+  auto m = kiln::zeros<float>(ctx, {32, 32});
+  auto ym = kiln::empty<float>(ctx, {32, 32});
+  EXPECT_EQ(vk::make_kernel(ym, kiln::transpose(m) + 1.0f, texel).source.plan.texel_bindings, 0u);
+  EXPECT_EQ(vk::make_kernel(y, kiln::gelu(a * b + c)).source.plan.texel_bindings, 0u);
 }
 
 TEST_F(codegen, scalars_are_push_constants_so_values_reuse_the_kernel) {

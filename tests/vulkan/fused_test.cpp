@@ -86,37 +86,90 @@ TEST_F(fused, a_chain_is_one_dispatch_and_new_scalars_reuse_the_kernel) {
   for (float v : y.to_host()) EXPECT_NEAR(v, want, 1e-6f);
 }
 
-TEST_F(fused, eight_per_step_kernels_are_exact_at_every_tail_offset_and_in_place) {
-  auto& c = ctx();
+TEST_F(fused, vector_kernels_are_exact_at_every_tail_offset_and_in_place_with_and_without_texel_reads) {
   namespace vk = kiln::detail::vk;
+  auto& shared = ctx();
+  // the shared context, and one reading the other way (texel reads on <-> off)
+  kiln::vulkan::options o = kiln_test::validated();
+  o.texel_reads = !shared.state()->texel_reads();
+  kiln::context<kiln::vulkan> other{o};
   auto g = kiln_test::rng();
-  for (kiln::index_t n : {1, 7, 8, 9, 15, 16, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007}) {
-    for (kiln::index_t off : {0, 4, 8}) {
-      const auto ha = kiln_test::uniform(g, static_cast<std::size_t>(n + off));
-      const auto hb = kiln_test::uniform(g, static_cast<std::size_t>(n + off));
-      std::vector<std::int32_t> hi(static_cast<std::size_t>(n + off));
-      for (std::size_t k = 0; k < hi.size(); ++k) hi[k] = static_cast<std::int32_t>(k % 201) - 100;
-      const auto a = kiln::slice(kiln::from_host(c, {n + off}, ha), 0, off, n + off);
-      const auto b = kiln::slice(kiln::from_host(c, {n + off}, hb), 0, off, n + off);
-      const auto i = kiln::slice(kiln::from_host(c, {n + off}, hi), 0, off, n + off);
-      auto y = kiln::empty<float>(c, {n});
-      auto yi = kiln::empty<std::int32_t>(c, {n});
-      const auto k = vk::make_kernel(y, a * b - kiln::cast<float>(i), c.state()->info().int64);
-      if (n > 1) EXPECT_EQ(k.source.plan.wide, c.state()->info().int64 && off % 8 == 0) << k.source.glsl;  // n = 1: all constant
-      y = a * b - kiln::cast<float>(i);
-      yi = i * 3 + i;
-      auto x = kiln::from_host(c, {n}, std::vector<float>(ha.begin() + off, ha.end()));
-      x = x * 2.0f + 1.0f;  // in place: the output binding is read too
-      const auto gy = y.to_host();
-      const auto gi = yi.to_host();
-      const auto gx = x.to_host();
-      for (kiln::index_t e = 0; e < n; ++e) {
-        const auto s = static_cast<std::size_t>(e + off), d = static_cast<std::size_t>(e);
-        const float want = ha[s] * hb[s] - float(hi[s]);  // up to one rounding apart (fma)
-        EXPECT_NEAR(gy[d], want, 1e-6f * (1.0f + std::abs(want))) << "n=" << n << " off=" << off << " e=" << e;
-        EXPECT_EQ(gi[d], hi[s] * 4) << "n=" << n << " off=" << off << " e=" << e;
-        EXPECT_EQ(gx[d], ha[s] * 2.0f + 1.0f) << "n=" << n << " off=" << off << " e=" << e;
+  for (kiln::context<kiln::vulkan>* cp : {&shared, &other}) {
+    auto& c = *cp;
+    const bool texel = c.state()->texel_reads();
+    const vk::plan_options opt{c.state()->info().int64, texel};
+    for (kiln::index_t n : {1, 7, 8, 9, 15, 16, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007}) {
+      for (kiln::index_t off : {0, 3, 4, 8}) {
+        const auto ha = kiln_test::uniform(g, static_cast<std::size_t>(n + off));
+        const auto hb = kiln_test::uniform(g, static_cast<std::size_t>(n + off));
+        std::vector<std::int32_t> hi(static_cast<std::size_t>(n + off));
+        for (std::size_t k = 0; k < hi.size(); ++k) hi[k] = static_cast<std::int32_t>(k % 201) - 100;
+        const auto a = kiln::slice(kiln::from_host(c, {n + off}, ha), 0, off, n + off);
+        const auto b = kiln::slice(kiln::from_host(c, {n + off}, hb), 0, off, n + off);
+        const auto i = kiln::slice(kiln::from_host(c, {n + off}, hi), 0, off, n + off);
+        auto y = kiln::empty<float>(c, {n});
+        auto yi = kiln::empty<std::int32_t>(c, {n});
+        const auto k = vk::make_kernel(y, a * b - kiln::cast<float>(i), opt);
+        if (n > 1) {  // n = 1: all constant
+          EXPECT_EQ(k.source.plan.wide, opt.int64 && off % 8 == 0) << k.source.glsl;
+          EXPECT_EQ(k.source.plan.texel_bindings != 0, texel && off % 4 == 0) << k.source.glsl;
+        }
+        y = a * b - kiln::cast<float>(i);
+        yi = i * 3 + i;
+        auto x = kiln::from_host(c, {n}, std::vector<float>(ha.begin() + off, ha.end()));
+        x = x * 2.0f + 1.0f;  // in place: the output binding is read too
+        const auto gy = y.to_host();
+        const auto gi = yi.to_host();
+        const auto gx = x.to_host();
+        for (kiln::index_t e = 0; e < n; ++e) {
+          const auto s = static_cast<std::size_t>(e + off), d = static_cast<std::size_t>(e);
+          const float want = ha[s] * hb[s] - float(hi[s]);  // up to one rounding apart (fma)
+          EXPECT_NEAR(gy[d], want, 1e-6f * (1.0f + std::abs(want))) << "texel=" << texel << " n=" << n << " off=" << off << " e=" << e;
+          EXPECT_EQ(gi[d], hi[s] * 4) << "texel=" << texel << " n=" << n << " off=" << off << " e=" << e;
+          EXPECT_EQ(gx[d], ha[s] * 2.0f + 1.0f) << "texel=" << texel << " n=" << n << " off=" << off << " e=" << e;
+        }
       }
+    }
+  }
+}
+
+TEST_F(fused, texel_reads_index_every_block_a_tensor_may_live_in) {
+  // small pooled blocks, so inputs sit at many offsets in several blocks, and an input
+  // larger than a block (a dedicated allocation); ranges freed and handed out again, in
+  // their size class and after coalescing into other sizes, get the right views
+  kiln::vulkan::options o = kiln_test::validated();
+  o.texel_reads = true;
+  o.block_size = std::size_t(1) << 20;
+  kiln::context<kiln::vulkan> c{o};
+  if (!c.state()->texel_reads()) GTEST_SKIP() << "the device has no uniform texel buffers";
+  auto g = kiln_test::rng();
+  std::vector<kiln::tensor<float, kiln::vulkan>> keep;  // shifts the next inputs' offsets
+  for (kiln::index_t n : {30011, 30027, 30043, 30059, 30075, 30091, 600001}) {
+    keep.push_back(kiln::full(c, {40000 + n % 97}, 1.0f));
+    const auto ha = kiln_test::uniform(g, static_cast<std::size_t>(n));
+    const auto hb = kiln_test::uniform(g, static_cast<std::size_t>(n));
+    const auto a = kiln::from_host(c, {n}, ha);
+    const auto b = kiln::from_host(c, {n}, hb);
+    auto y = kiln::empty<float>(c, {n});
+    y = kiln::relu(a - b) * 2.0f + a;
+    const auto got = y.to_host();
+    for (std::size_t e = 0; e < got.size(); ++e) {
+      const float want = std::max(ha[e] - hb[e], 0.0f) * 2.0f + ha[e];  // up to one rounding apart (fma)
+      ASSERT_NEAR(got[e], want, 1e-6f * (1.0f + std::abs(want))) << "n=" << n << " e=" << e;
+    }
+    if (n > 500000) EXPECT_GE(kiln::vulkan::memory(c).dedicated, 1u) << "the largest input was meant to get a block of its own";
+  }
+  keep.clear();
+  kiln::vulkan::trim(c);  // every range coalesces: their views go
+  for (kiln::index_t n : {70001, 1003, 250007}) {
+    const auto ha = kiln_test::uniform(g, static_cast<std::size_t>(n));
+    const auto a = kiln::from_host(c, {n}, ha);
+    auto y = kiln::empty<float>(c, {n});
+    y = a * a - 1.0f;
+    const auto got = y.to_host();
+    for (std::size_t e = 0; e < got.size(); ++e) {
+      const float want = ha[e] * ha[e] - 1.0f;
+      ASSERT_NEAR(got[e], want, 1e-6f * (1.0f + std::abs(want))) << "n=" << n << " e=" << e;
     }
   }
 }
@@ -292,6 +345,7 @@ TEST(warm_list, round_trips_and_rejects_every_truncation_and_trailing_bytes) {
   a.glsl = "#version 450\nvoid main() {}\n";
   b.name = "k0123";
   b.bindings = 4;
+  b.texel_bindings = 0b1110;
   b.push_bytes = 20;
   b.glsl = std::string(1000, 'x');
   const auto bytes = vk::serialize_warm_list({&a, &b});
@@ -304,8 +358,11 @@ TEST(warm_list, round_trips_and_rejects_every_truncation_and_trailing_bytes) {
   EXPECT_EQ(back[0].glsl, a.glsl);
   EXPECT_EQ(back[1].name, "k0123");
   EXPECT_TRUE(back[1].defines.empty());
+  EXPECT_EQ(back[1].texel_bindings, 0b1110u);
+  EXPECT_EQ(back[0].texel_bindings, 0u);
   EXPECT_EQ(back[1].glsl, b.glsl);
   std::vector<vk::define> views;
+  EXPECT_EQ(back[1].spec(views).texel_bindings, 0b1110u);
   const auto spec = back[0].spec(views);
   ASSERT_EQ(spec.defines.size(), 1u);
   EXPECT_EQ(spec.defines[0].value, "32");

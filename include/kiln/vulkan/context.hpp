@@ -45,6 +45,11 @@ struct context_options {
   bool zero_copy = true;                     ///< on unified memory, tensors live in mapped memory
   std::size_t staging_size = std::size_t(32) << 20;  ///< staging ring (devices without zero-copy)
   std::uint32_t batch_commands = 512;        ///< commands per submitted batch, at most
+  /// Generated kernels read contiguous 32-bit inputs through uniform texel buffers (one
+  /// view per memory block) instead of storage-buffer loads; default: KILN_VULKAN_TEXEL_READS
+  /// (on/off), else on for CPU devices (lavapipe), whose texel fetches are SIMD gathers
+  /// while storage-buffer loads go lane by lane: the fused gelu chain runs ~1.8x faster.
+  std::optional<bool> texel_reads;
 };
 
 /// The state one Vulkan context and all its tensors share.
@@ -55,6 +60,7 @@ class context_state {
     const allocation* alloc;
     access_state* state;
     bool write;
+    bool texel = false;  ///< bound as a uniform texel view of its range (kernel_spec::texel_bindings)
   };
 
   explicit context_state(const context_options& opt) {
@@ -104,7 +110,15 @@ class context_state {
     device_.dev = dev;
     vkGetDeviceQueue(dev, info_.compute_queue_family, 0, &queue_);
 
-    pool_ = std::make_unique<memory_pool>(dev, info_, opt.block_size, limit);
+    if (opt.texel_reads) {
+      texel_reads_ = *opt.texel_reads;
+    } else if (const char* env = std::getenv("KILN_VULKAN_TEXEL_READS"); env && *env) {
+      texel_reads_ = !env_off("KILN_VULKAN_TEXEL_READS");
+    } else {
+      texel_reads_ = info_.type == device_type::cpu;
+    }
+    texel_reads_ = texel_reads_ && info_.max_texel_buffer_elements > 0;
+    pool_ = std::make_unique<memory_pool>(dev, info_, opt.block_size, limit, texel_reads_);
     zero_copy_ = opt.zero_copy && info_.unified_memory;
     auto tensor_type = zero_copy_ ? pool_->find_type(true, true, true, true) : pool_->find_type(true, false, true, false);
     if (!tensor_type) tensor_type = pool_->find_type(false, false, true, false);
@@ -137,6 +151,10 @@ class context_state {
   bool validation() const noexcept { return validation_; }
   /// True when tensors live in mapped device memory (host transfers are plain memcpy).
   bool zero_copy() const noexcept { return zero_copy_; }
+  /// True when generated kernels read contiguous 32-bit inputs through texel views.
+  bool texel_reads() const noexcept { return texel_reads_; }
+  /// Whether a kernel may read allocation a through a uniform texel view.
+  bool texel_viewable(const allocation& a) const noexcept { return pool_->texel_viewable(a); }
   VkDevice device() const noexcept { return device_.dev; }
   VkPhysicalDevice physical_device() const noexcept { return physical_; }
   VkQueue queue() const noexcept { return queue_; }
@@ -211,8 +229,17 @@ class context_state {
                   " buffers and " + std::to_string(k.push_bytes) + " bytes of push constants; given " +
                   std::to_string(buffers.size()) + " and " + std::to_string(push.size()));
     }
-    for (const auto& b : buffers) {
-      if (b.alloc->size > info_.max_storage_buffer_range) {
+    VkBufferView views[sequence::max_bindings] = {};
+    for (std::uint32_t i = 0; i < buffers.size(); ++i) {
+      const auto& b = buffers[i];
+      const bool texel = (k.texel_bindings >> i) & 1u;
+      if (texel != b.texel || (texel && !pool_->texel_viewable(*b.alloc))) {
+        throw error("kiln::vulkan: kernel '" + std::string(k.name) + "' binding " + std::to_string(i) + " is " +
+                    (texel ? "a uniform texel buffer" : "a storage buffer") + "; given " +
+                    (b.texel ? "a range without a texel view" : "a storage buffer"));
+      }
+      if (texel) views[i] = pool_->texel_view(*b.alloc);
+      if (!texel && b.alloc->size > info_.max_storage_buffer_range) {
         throw device_error("kiln::vulkan: kernel '" + std::string(k.name) + "' would bind " + std::to_string(b.alloc->size) +
                            " bytes; " + info_.label() + " binds at most " + std::to_string(info_.max_storage_buffer_range) +
                            " (maxStorageBufferRange)");
@@ -250,8 +277,13 @@ class context_state {
           writes[i].dstSet = set;
           writes[i].dstBinding = i;
           writes[i].descriptorCount = 1;
-          writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-          writes[i].pBufferInfo = &infos[i];
+          if (buffers[i].texel) {
+            writes[i].descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+            writes[i].pTexelBufferView = &views[i];
+          } else {
+            writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+            writes[i].pBufferInfo = &infos[i];
+          }
           bound_.infos[i] = infos[i];
         }
         vkUpdateDescriptorSets(device_.dev, n, writes, 0, nullptr);
@@ -528,6 +560,7 @@ class context_state {
 
   device_info info_;
   bool validation_ = false;
+  bool texel_reads_ = false;
   bool zero_copy_ = false;
   std::unique_ptr<instance> instance_;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;

@@ -298,6 +298,10 @@ struct device_info {
   std::uint64_t max_storage_buffer_range = 0;
   std::uint64_t min_storage_buffer_offset_alignment = 0;
   std::uint64_t non_coherent_atom_size = 0;
+  /// Uniform texel buffers of R32G32B32A32_UINT (16 bytes a texel): supported, and at most
+  /// this many texels a view (0 = not supported). Generated kernels may read through them.
+  std::uint64_t max_texel_buffer_elements = 0;
+  std::uint64_t min_texel_buffer_offset_alignment = 0;
   std::vector<memory_heap_info> heaps;
   std::vector<memory_type_info> memory_types;
   bool unified_memory = false;  ///< device-local memory the host can map (integrated, CPU, ReBAR)
@@ -385,6 +389,12 @@ inline device_info describe(VkPhysicalDevice pd, int index) {
   d.max_storage_buffer_range = lim.maxStorageBufferRange;
   d.min_storage_buffer_offset_alignment = lim.minStorageBufferOffsetAlignment;
   d.non_coherent_atom_size = lim.nonCoherentAtomSize;
+  VkFormatProperties texel_format{};
+  vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R32G32B32A32_UINT, &texel_format);
+  if (texel_format.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) {
+    d.max_texel_buffer_elements = lim.maxTexelBufferElements;
+    d.min_texel_buffer_offset_alignment = lim.minTexelBufferOffsetAlignment;
+  }
 
   // extensions
   std::uint32_t n_ext = 0;

@@ -69,6 +69,10 @@ struct block {
   VkDeviceSize size = 0;      ///< usable bytes (the buffer's size)
   VkDeviceSize reserved = 0;  ///< bytes vkAllocateMemory gave (>= size)
   std::byte* mapped = nullptr;
+  /// With texel views on: the R32G32B32A32_UINT uniform texel views of its ranges, by offset,
+  /// made on first use (memory_pool::texel_view); each lives while its range is handed out
+  /// or waits in its size class, and goes when the range coalesces or the block goes.
+  std::map<VkDeviceSize, VkBufferView> texel_views;
   std::uint32_t type = 0;
   bool dedicated = false;
   VkDeviceSize used = 0;
@@ -89,20 +93,23 @@ struct allocation {
 /// The sub-allocator of one device. Not thread-safe: the context's mutex guards it.
 class memory_pool {
  public:
-  static constexpr VkBufferUsageFlags usage =
+  static constexpr VkBufferUsageFlags storage_usage =
       VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
-  memory_pool(VkDevice dev, const device_info& info, std::size_t block_size, std::size_t limit)
-      : dev_(dev), info_(info), limit_(limit) {
+  /// texel_views: give every block a uniform texel view (the device must support them).
+  memory_pool(VkDevice dev, const device_info& info, std::size_t block_size, std::size_t limit, bool texel_views = false)
+      : dev_(dev), info_(info), limit_(limit), texel_views_(texel_views && info.max_texel_buffer_elements > 0) {
+    usage_ = storage_usage | (texel_views_ ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0);
     VkDeviceSize b = std::min<VkDeviceSize>(block_size, std::min(info.max_allocation_size, info.max_buffer_size));
     if (limit_) b = std::min<VkDeviceSize>(b, limit_);
     block_size_ = std::max<VkDeviceSize>(b / granule * granule, granule);
-    alignment_ = std::max<VkDeviceSize>({VkDeviceSize(256), info.min_storage_buffer_offset_alignment, info.non_coherent_atom_size});
+    alignment_ = std::max<VkDeviceSize>({VkDeviceSize(256), info.min_storage_buffer_offset_alignment, info.non_coherent_atom_size,
+                                         texel_views_ ? info.min_texel_buffer_offset_alignment : 0});
     // Which memory types a storage buffer may live in (the same for every size here).
     VkBufferCreateInfo bi{};
     bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
     bi.size = granule;
-    bi.usage = usage;
+    bi.usage = usage_;
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     VkBuffer probe = VK_NULL_HANDLE;
     check(vkCreateBuffer(dev_, &bi, nullptr, &probe), "vkCreateBuffer");
@@ -241,6 +248,36 @@ class memory_pool {
   }
   VkDeviceSize alignment() const noexcept { return alignment_; }
 
+  /// Whether allocation a can be read through a uniform texel view.
+  bool texel_viewable(const allocation& a) const noexcept {
+    return texel_views_ && a && a.size / 16 <= info_.max_texel_buffer_elements;
+  }
+
+  /// The uniform texel view (R32G32B32A32_UINT) of allocation a's range, made on first use.
+  /// Requires texel_viewable(a). Throws kiln::out_of_memory, or device_error.
+  VkBufferView texel_view(const allocation& a) {
+    KILN_ASSERT(texel_viewable(a));
+    auto [it, fresh] = a.blk->texel_views.try_emplace(a.offset, VK_NULL_HANDLE);
+    if (!fresh) return it->second;
+    VkBufferViewCreateInfo vi{};
+    vi.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO;
+    vi.buffer = a.blk->buffer;
+    vi.format = VK_FORMAT_R32G32B32A32_UINT;
+    vi.offset = a.offset;
+    vi.range = a.size / 16 * 16;
+    const VkResult r = vkCreateBufferView(dev_, &vi, nullptr, &it->second);
+    if (r != VK_SUCCESS) {
+      a.blk->texel_views.erase(it);
+      if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) {
+        throw out_of_memory("kiln::vulkan: cannot create a texel view of " + std::to_string(a.size) + " bytes on " +
+                                info_.label() + ": " + call_failed("vkCreateBufferView", r),
+                            0, 0);
+      }
+      check(r, "vkCreateBufferView");
+    }
+    return it->second;
+  }
+
  private:
   static constexpr VkDeviceSize granule = VkDeviceSize(64) << 10;
 
@@ -260,6 +297,10 @@ class memory_pool {
   /// Puts a pooled range back into its block's free map, merged with its neighbours.
   void coalesce(const allocation& a) noexcept {
     block* b = a.blk;
+    if (auto v = b->texel_views.find(a.offset); v != b->texel_views.end()) {
+      vkDestroyBufferView(dev_, v->second, nullptr);  // the range may come back in another size
+      b->texel_views.erase(v);
+    }
     b->used -= a.size;
     VkDeviceSize off = a.offset, size = a.size;
     auto next = b->free.lower_bound(off);
@@ -353,7 +394,7 @@ class memory_pool {
     VkBufferCreateInfo bi{};
     bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
     bi.size = size;
-    bi.usage = usage;
+    bi.usage = usage_;
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     r = vkCreateBuffer(dev_, &bi, nullptr, &b->buffer);
     if (r != VK_SUCCESS) {
@@ -396,6 +437,7 @@ class memory_pool {
   }
 
   void destroy(block& b) noexcept {
+    for (const auto& [off, view] : b.texel_views) vkDestroyBufferView(dev_, view, nullptr);
     vkDestroyBuffer(dev_, b.buffer, nullptr);
     vkFreeMemory(dev_, b.memory, nullptr);  // unmaps implicitly
   }
@@ -410,6 +452,8 @@ class memory_pool {
   VkDevice dev_;
   const device_info& info_;
   std::size_t limit_ = 0;
+  bool texel_views_ = false;
+  VkBufferUsageFlags usage_ = storage_usage;
   VkDeviceSize block_size_ = 0;
   VkDeviceSize alignment_ = 256;
   std::uint32_t type_bits_ = 0;

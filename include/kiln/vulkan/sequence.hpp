@@ -235,12 +235,14 @@ class sequence {
       idle_.pop_back();
     } else {
       auto b = std::make_unique<batch>();
-      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptor_capacity()};
+      // each binding a storage buffer or (generated kernels' inputs) a uniform texel buffer
+      const VkDescriptorPoolSize sizes[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptor_capacity()},
+                                             {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, descriptor_capacity()}};
       VkDescriptorPoolCreateInfo dp{};
       dp.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
       dp.maxSets = batch_commands_;
-      dp.poolSizeCount = 1;
-      dp.pPoolSizes = &size;
+      dp.poolSizeCount = 2;
+      dp.pPoolSizes = sizes;
       check(vkCreateDescriptorPool(dev_, &dp, nullptr, &b->descriptors), "vkCreateDescriptorPool");
       VkCommandBufferAllocateInfo ai{};
       ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;

@@ -53,7 +53,8 @@ struct define {
 
 /// A compute kernel: GLSL text (with the defines, the cache key) and a name for messages
 /// (a kernel file's name, or the expression of generated code); bindings 0..bindings-1
-/// are storage buffers; push constants are push_bytes long (at most 128, the minimum
+/// are storage buffers, but those whose bit is set in texel_bindings, which are uniform
+/// texel buffers (R32G32B32A32_UINT views); push constants are push_bytes long (at most 128, the minimum
 /// every device grants). The workgroup size is specialisation constant 0
 /// (`layout(local_size_x_id = 0) in;`), elements per invocation constant 1 (optional).
 struct kernel_spec {
@@ -65,6 +66,7 @@ struct kernel_spec {
   /// Generated kernels: the expression they came from (errors name it). Their whole
   /// source is part of the cache key, since `name` is only a hash of it.
   std::string_view expression = {};
+  std::uint32_t texel_bindings = 0;  ///< bit i: binding i is a uniform texel buffer
 };
 
 /// Kernel-cache counters of one context, per level: memory, then disk, then shaderc.
@@ -88,18 +90,18 @@ struct cache_stats {
 struct kernel_record {
   std::string name, glsl;
   std::vector<std::pair<std::string, std::string>> defines;
-  std::uint32_t bindings = 0, push_bytes = 0;
+  std::uint32_t bindings = 0, push_bytes = 0, texel_bindings = 0;
 
   kernel_record() = default;
   explicit kernel_record(const kernel_spec& k)
-      : name(k.name), glsl(k.glsl), bindings(k.bindings), push_bytes(k.push_bytes) {
+      : name(k.name), glsl(k.glsl), bindings(k.bindings), push_bytes(k.push_bytes), texel_bindings(k.texel_bindings) {
     for (const auto& d : k.defines) defines.emplace_back(std::string(d.name), std::string(d.value));
   }
   /// A spec viewing this record; `views` holds its defines and must outlive it.
   kernel_spec spec(std::vector<define>& views) const {
     views.clear();
     for (const auto& [n, v] : defines) views.push_back({n, v});
-    return kernel_spec{name, glsl, views, bindings, push_bytes};
+    return kernel_spec{name, glsl, views, bindings, push_bytes, {}, texel_bindings};
   }
 };
 
@@ -112,8 +114,10 @@ struct pipeline {
   std::uint64_t first_use = 0;  ///< order of first use here; 0: preloaded, not used (yet)
 };
 
-/// The warm list's bytes: version, count, then per kernel bindings, push bytes, name,
-/// defines and source (strings as u32 length + bytes).
+/// The warm list's bytes: version, count, then per kernel bindings, texel bindings, push
+/// bytes, name, defines and source (strings as u32 length + bytes).
+inline constexpr std::uint32_t warm_list_version = 2;  ///< 2: texel bindings
+
 inline std::vector<std::byte> serialize_warm_list(const std::vector<const kernel_record*>& used) {
   std::vector<std::byte> out;
   auto u32 = [&](std::uint32_t v) {
@@ -125,10 +129,11 @@ inline std::vector<std::byte> serialize_warm_list(const std::vector<const kernel
     const auto* b = reinterpret_cast<const std::byte*>(t.data());
     out.insert(out.end(), b, b + t.size());
   };
-  u32(1);
+  u32(warm_list_version);
   u32(static_cast<std::uint32_t>(used.size()));
   for (const kernel_record* r : used) {
     u32(r->bindings);
+    u32(r->texel_bindings);
     u32(r->push_bytes);
     str(r->name);
     u32(static_cast<std::uint32_t>(r->defines.size()));
@@ -166,11 +171,12 @@ inline std::vector<kernel_record> parse_warm_list(std::span<const std::byte> in)
     return t;
   };
   std::vector<kernel_record> out;
-  if (u32() != 1 || !ok) return {};
+  if (u32() != warm_list_version || !ok) return {};
   const std::uint32_t count = u32();
   for (std::uint32_t i = 0; ok && i < count && i < 4096; ++i) {
     kernel_record r;
     r.bindings = u32();
+    r.texel_bindings = u32();
     r.push_bytes = u32();
     r.name = str();
     const std::uint32_t nd = u32();
@@ -484,7 +490,9 @@ class shader_cache {
   double build(pipeline& p, const kernel_spec& k, const std::vector<std::uint32_t>& spirv) {
     std::vector<VkDescriptorSetLayoutBinding> binds(k.bindings);
     for (std::uint32_t i = 0; i < k.bindings; ++i) {
-      binds[i] = VkDescriptorSetLayoutBinding{i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+      const VkDescriptorType type = (k.texel_bindings >> i) & 1u ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                                  : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      binds[i] = VkDescriptorSetLayoutBinding{i, type, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
     }
     VkDescriptorSetLayoutCreateInfo dl{};
     dl.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;

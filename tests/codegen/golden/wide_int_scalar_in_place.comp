@@ -32,12 +32,12 @@ float kiln_compute(float l0, int l1, float l2) {
 void main() {
   uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   uint quads = p.n / 8u;
+  float l2s = kiln_b2[p.off3];
   for (uint q = gl_GlobalInvocationID.x; q < quads; q += step) {
     u64vec4 l0w = kiln_v0[p.off1 / 8u + q];
     vec4 l0v = kiln_f32x4(l0w.xy), l0h = kiln_f32x4(l0w.zw);
     u64vec4 l1w = kiln_v1[p.off2 / 8u + q];
     ivec4 l1v = kiln_i32x4(l1w.xy), l1h = kiln_i32x4(l1w.zw);
-    float l2s = kiln_b2[p.off3];
     vec4 rv, rh;
     rv.x = kiln_compute(l0v.x, l1v.x, l2s);
     rv.y = kiln_compute(l0v.y, l1v.y, l2s);
@@ -54,8 +54,7 @@ void main() {
     uint i = tail;
     float l0 = kiln_b0[p.off1 + i];
     int l1 = kiln_b1[p.off2 + i];
-    float l2 = kiln_b2[p.off3];
-    float r = kiln_compute(l0, l1, l2);
+    float r = kiln_compute(l0, l1, l2s);
     kiln_b0[p.off0 + i] = r;
   }
 }

@@ -32,7 +32,10 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
     require_storage_width<typename std::remove_cvref_t<decltype(in)>::value_type>(ctx);
   });
 
-  const kernel kn = make_kernel(out, n, ctx.info().int64);
+  // texel reads where the context uses them and every input can have a texel view
+  bool texel = ctx.texel_reads();
+  for_each_leaf(n, [&](const auto& in) { texel = texel && ctx.texel_viewable(in.storage()->alloc()); });
+  const kernel kn = make_kernel(out, n, plan_options{ctx.info().int64, texel});
   const kernel_plan& plan = kn.source.plan;
 
   // One binding per distinct buffer; the output's is the one written.
@@ -42,11 +45,14 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
   std::size_t k = 1;
   for_each_leaf(n, [&](const auto& in) {
     const std::uint32_t slot = plan.operands[k++].binding;
-    if (slot != plan.operands[0].binding) b[slot] = {&in.storage()->alloc(), &in.storage()->access(), false};
+    if (slot != plan.operands[0].binding) {
+      b[slot] = {&in.storage()->alloc(), &in.storage()->access(), false, texel_binding(plan, slot)};
+    }
   });
 
   const kernel_spec spec{kn.source.name, kn.source.glsl, {}, plan.bindings,
-                         static_cast<std::uint32_t>(kn.args.push.size() * sizeof(std::uint32_t)), kn.source.expression};
+                         static_cast<std::uint32_t>(kn.args.push.size() * sizeof(std::uint32_t)), kn.source.expression,
+                         plan.texel_bindings};
   const std::uint64_t per_step = plan.wide ? 8 : plan.vec4 ? 4 : 1;
   const std::uint64_t work = (kn.args.elements + per_step - 1) / per_step;
   ctx.dispatch(spec, b, std::as_bytes(std::span(kn.args.push)), ctx.groups_for(work));
