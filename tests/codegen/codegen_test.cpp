@@ -92,11 +92,14 @@ TEST_F(codegen, on_a_device_with_int64_aligned_32_bit_operands_move_eight_per_st
   EXPECT_TRUE(k.source.plan.wide);
   check_golden(k, "gelu_chain_wide");
 
-  // an int32 leaf and a broadcast scalar leaf stay wide; the store is in place
-  auto i = kiln::zeros<std::int32_t>(ctx, {1024});
+  // an int32 leaf and a broadcast scalar leaf stay wide; the store is in place; 1029
+  // elements: 128 steps and a tail of five
+  auto y5 = kiln::zeros<float>(ctx, {1029});
+  auto i = kiln::zeros<std::int32_t>(ctx, {1029});
   auto s = kiln::zeros<float>(ctx, {1});
-  const auto ki = vk::make_kernel(y, y * kiln::cast<float>(i) + kiln::broadcast_to(s, {1024}), int64);
+  const auto ki = vk::make_kernel(y5, y5 * kiln::cast<float>(i) + kiln::broadcast_to(s, {1029}), int64);
   EXPECT_TRUE(ki.source.plan.wide);
+  EXPECT_TRUE(ki.source.plan.tail);
   check_golden(ki, "wide_int_scalar_in_place");
 
   // four elements per step when an operand is 16-bit, or only 4-element aligned
@@ -115,18 +118,24 @@ TEST_F(codegen, on_a_device_with_int64_aligned_32_bit_operands_move_eight_per_st
 TEST_F(codegen, texel_reads_cover_bindings_only_read_by_32_bit_leaves_in_the_vector_variants) {
   auto a = kiln::zeros<float>(ctx, {1024}), b = kiln::zeros<float>(ctx, {1024}), c = kiln::zeros<float>(ctx, {1024});
   auto y = kiln::empty<float>(ctx, {1024});
-  const auto k = vk::make_kernel(y, kiln::gelu(a * b + c), vk::plan_options{.int64 = true, .texel_reads = true});
+  // as on lavapipe: one dispatch covers the 128 steps, so no grid-stride loop
+  const auto k = vk::make_kernel(y, kiln::gelu(a * b + c), vk::plan_options{.int64 = true, .texel_reads = true, .max_invocations = 128});
   EXPECT_TRUE(k.source.plan.wide);
+  EXPECT_TRUE(k.source.plan.single_step);
   EXPECT_EQ(k.source.plan.texel_bindings, 0b1110u);  // every input; never the output
   check_golden(k, "gelu_chain_texel");
 
   // four per step; in place: the output's binding stays a storage buffer, the int32 and
   // broadcast scalar leaves (the scalar read once, before the loop) are texel reads
+  // (1027 elements: 256 steps and a tail of three, read element by element)
   const vk::plan_options texel{.texel_reads = true};
-  auto i = kiln::zeros<std::int32_t>(ctx, {1024});
+  auto y3 = kiln::zeros<float>(ctx, {1027});
+  auto i = kiln::zeros<std::int32_t>(ctx, {1027});
   auto s = kiln::zeros<float>(ctx, {1});
-  const auto ki = vk::make_kernel(y, y * kiln::cast<float>(i) + kiln::broadcast_to(s, {1024}), texel);
+  const auto ki = vk::make_kernel(y3, y3 * kiln::cast<float>(i) + kiln::broadcast_to(s, {1027}), texel);
   EXPECT_TRUE(ki.source.plan.vec4);
+  EXPECT_TRUE(ki.source.plan.tail);
+  EXPECT_FALSE(k.source.plan.tail);
   EXPECT_FALSE(ki.source.plan.wide);
   EXPECT_EQ(ki.source.plan.texel_bindings, 0b110u);
   check_golden(ki, "texel_int_scalar_in_place");
@@ -141,6 +150,23 @@ TEST_F(codegen, texel_reads_cover_bindings_only_read_by_32_bit_leaves_in_the_vec
   auto ym = kiln::empty<float>(ctx, {32, 32});
   EXPECT_EQ(vk::make_kernel(ym, kiln::transpose(m) + 1.0f, texel).source.plan.texel_bindings, 0u);
   EXPECT_EQ(vk::make_kernel(y, kiln::gelu(a * b + c)).source.plan.texel_bindings, 0u);
+}
+
+TEST_F(codegen, single_step_when_one_dispatch_gives_every_step_an_invocation) {
+  auto a = kiln::zeros<float>(ctx, {1027}), y = kiln::empty<float>(ctx, {1027});
+  auto m = kiln::zeros<float>(ctx, {7, 9}), ym = kiln::empty<float>(ctx, {9, 7});
+  // 1027 = 256 steps of four and a tail of three: 256 invocations
+  EXPECT_EQ(vk::invocations_needed(vk::make_kernel(y, a + 1.0f).source.plan, 1027), 256u);
+  EXPECT_TRUE(vk::make_kernel(y, a + 1.0f, vk::plan_options{.max_invocations = 256}).source.plan.single_step);
+  EXPECT_FALSE(vk::make_kernel(y, a + 1.0f, vk::plan_options{.max_invocations = 255}).source.plan.single_step);
+  EXPECT_FALSE(vk::make_kernel(y, a + 1.0f).source.plan.single_step);  // unknown limit: the loop
+  // eight a step with int64; one element a step for strided operands
+  EXPECT_TRUE(vk::make_kernel(y, a + 1.0f, vk::plan_options{.int64 = true, .max_invocations = 128}).source.plan.single_step);
+  const auto ks = vk::make_kernel(ym, kiln::transpose(m) * 2.0f, vk::plan_options{.max_invocations = 63});
+  EXPECT_TRUE(ks.source.plan.single_step);
+  EXPECT_EQ(ks.source.glsl.find("for ("), std::string::npos) << ks.source.glsl;
+  EXPECT_EQ(glslc_errors(ks.source.glsl, "single_step_strided"), "") << ks.source.glsl;
+  EXPECT_FALSE(vk::make_kernel(ym, kiln::transpose(m) * 2.0f, vk::plan_options{.max_invocations = 62}).source.plan.single_step);
 }
 
 TEST_F(codegen, scalars_are_push_constants_so_values_reuse_the_kernel) {

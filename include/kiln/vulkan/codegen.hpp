@@ -20,8 +20,13 @@
 // Texel reads (plan_options::texel_reads, chosen by the context): in the vector variants,
 // a binding only read, by 32-bit leaves, becomes a uniform texel buffer (an R32G32B32A32_UINT
 // view of the tensor's memory) read with texelFetch, bit-cast to float or int. lavapipe
-// serves a texel fetch as one SIMD gather per component: the fused gelu chain runs ~1.8x
-// faster there than with storage-buffer loads.
+// serves a texel fetch as one SIMD gather per component, a storage-buffer load lane by
+// lane: with the two points below, the fused gelu chain runs ~1.9x faster there.
+// Single step (plan_options::max_invocations): when one dispatch can give every step an
+// invocation of its own, main() is straight-line code under one `if` instead of the
+// grid-stride loop. lavapipe pays for the loop's structure even at one iteration (the
+// fused gelu chain: ~1.15x faster without it). Sizes that are a whole number of vector
+// steps get no tail code at all (kernel_plan::tail; another ~1.25x there).
 #pragma once
 
 #include <algorithm>
@@ -74,12 +79,22 @@ struct kernel_plan {
   std::vector<operand_plan> operands; // [0] output, [1..] leaves
   std::uint32_t bindings = 0;
   std::uint32_t texel_bindings = 0;   // bit b: binding b is read through a uniform texel buffer
+  bool single_step = false;           // one step per invocation: no grid-stride loop
+  bool tail = true;                   // (vector variants) the element count is not a whole number of steps
 };
+
+/// Invocations a kernel of `plan` needs over `elements` output elements when single_step:
+/// one per step, and one per tail element.
+inline std::uint64_t invocations_needed(const kernel_plan& plan, std::uint64_t elements) {
+  const std::uint64_t w = plan.wide ? 8 : plan.vec4 ? 4 : 1;
+  return std::max(elements / w, elements % w);
+}
 
 /// What the device and context allow a plan to use.
 struct plan_options {
   bool int64 = false;        // shaderInt64: the wide variant
   bool texel_reads = false;  // every operand's storage has a texel view: read inputs through it
+  std::uint64_t max_invocations = 0;  // invocations one dispatch can run (0: always the loop)
 };
 
 /// Everything but the source: the runtime values for one dispatch.
@@ -382,6 +397,10 @@ kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1
       if (texel) plan.texel_bindings |= 1u << b;
     }
   }
+  std::uint64_t elements = 1;
+  for (int d = 0; d < lay.rank; ++d) elements *= static_cast<std::uint64_t>(lay.extent[d]);
+  plan.single_step = opt.max_invocations > 0 && invocations_needed(plan, elements) <= opt.max_invocations;
+  plan.tail = plan.vec4 && elements % (plan.wide ? 8 : 4) != 0;
   return plan;
 }
 
@@ -535,7 +554,7 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   };
 
   s += "void main() {\n";
-  s += "  uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;\n";
+  if (!plan.single_step) s += "  uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;\n";
   if (plan.vec4) {
     // W elements per step: one vec4 (W = 4), or one u64vec4 read as two vec4 halves (W = 8)
     const unsigned W = plan.wide ? 8 : 4;
@@ -550,7 +569,8 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
       s += "  " + std::string(compute_type_of(op.type)) + " l" + std::to_string(q - 1) + "s = " +
            read_one(q, "p.off" + std::to_string(q)) + ";\n";
     }
-    s += "  for (uint q = gl_GlobalInvocationID.x; q < quads; q += step) {\n";
+    s += plan.single_step ? "  uint q = gl_GlobalInvocationID.x;\n  if (q < quads) {\n"
+                          : "  for (uint q = gl_GlobalInvocationID.x; q < quads; q += step) {\n";
     for (std::size_t q : unique) {
       const auto& op = plan.operands[q];
       const std::string b = std::to_string(op.binding), o = std::to_string(q), l = "l" + std::to_string(q - 1);
@@ -598,10 +618,17 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
     const std::string store = plan.wide ? "u64vec4(" + pack + "(rv), " + pack + "(rh))"
                               : plan.operands[0].type == dtype::f16 ? "f16vec4(r)" : "r";
     s += "    kiln_v" + b0 + "[p.off0 / " + ws + " + q] = " + store + ";\n  }\n";
+    // Sizes that are a whole number of steps get no tail code: lavapipe runs an `if` body
+    // masked in every invocation, and the tail's made the fused gelu chain ~25% slower.
+    if (!plan.tail) {
+      s += "}\n";
+      return kernel_source{std::move(s), std::move(readable), plan, {}};
+    }
     s += "  uint tail = quads * " + ws + " + gl_GlobalInvocationID.x;\n";
     s += "  if (gl_GlobalInvocationID.x < p.n % " + ws + ") {\n    uint i = tail;\n";
   } else {
-    s += "  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += step) {\n";
+    s += plan.single_step ? "  uint i = gl_GlobalInvocationID.x;\n  if (i < p.n) {\n"
+                          : "  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += step) {\n";
   }
   if (any_strided) {
     s += "    uint rest = i;\n";
@@ -695,6 +722,8 @@ inline std::string plan_key(const kernel_plan& plan) {
   k += static_cast<char>(plan.wide);
   k += static_cast<char>(plan.bindings);
   k += static_cast<char>(plan.texel_bindings);
+  k += static_cast<char>(plan.single_step);
+  k += static_cast<char>(plan.tail);
   for (const operand_plan& o : plan.operands) {
     k += static_cast<char>(o.type);
     k += static_cast<char>(o.binding);

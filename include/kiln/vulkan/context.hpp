@@ -200,6 +200,9 @@ class context_state {
 
   // ---- kernels ------------------------------------------------------------------------
 
+  /// Invocations per workgroup of every kernel (specialisation constant 0).
+  std::uint32_t workgroup_size() const noexcept { return kernels_->workgroup_size(); }
+
   /// Workgroups for a kernel of the fixed-kernel shape (elements_per_invocation elements
   /// per invocation, grid-stride loop beyond the device's group-count limit).
   std::uint32_t groups_for(std::uint64_t elements) const noexcept {

@@ -50,13 +50,4 @@ void main() {
     r.w = kiln_compute(l0v.w, l1v.w, l2v.w);
     kiln_v0[p.off0 / 4u + q] = r;
   }
-  uint tail = quads * 4u + gl_GlobalInvocationID.x;
-  if (gl_GlobalInvocationID.x < p.n % 4u) {
-    uint i = tail;
-    float l0 = kiln_b1[p.off1 + i];
-    float l1 = kiln_b2[p.off2 + i];
-    float l2 = kiln_b3[p.off3 + i];
-    float r = kiln_compute(l0, l1, l2);
-    kiln_b0[p.off0 + i] = r;
-  }
 }

@@ -40,9 +40,9 @@ float kiln_compute(float l0, float l1, float l2) {
 }
 
 void main() {
-  uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   uint quads = p.n / 8u;
-  for (uint q = gl_GlobalInvocationID.x; q < quads; q += step) {
+  uint q = gl_GlobalInvocationID.x;
+  if (q < quads) {
     vec4 l0v = uintBitsToFloat(texelFetch(kiln_t1, int(p.off1 / 4u + 2u * q))),
          l0h = uintBitsToFloat(texelFetch(kiln_t1, int(p.off1 / 4u + 2u * q + 1u)));
     vec4 l1v = uintBitsToFloat(texelFetch(kiln_t2, int(p.off2 / 4u + 2u * q))),
@@ -59,14 +59,5 @@ void main() {
     rh.z = kiln_compute(l0h.z, l1h.z, l2h.z);
     rh.w = kiln_compute(l0h.w, l1h.w, l2h.w);
     kiln_v0[p.off0 / 8u + q] = u64vec4(kiln_pack_f32x4(rv), kiln_pack_f32x4(rh));
-  }
-  uint tail = quads * 8u + gl_GlobalInvocationID.x;
-  if (gl_GlobalInvocationID.x < p.n % 8u) {
-    uint i = tail;
-    float l0 = uintBitsToFloat(kiln_texel(kiln_t1, p.off1 + i));
-    float l1 = uintBitsToFloat(kiln_texel(kiln_t2, p.off2 + i));
-    float l2 = uintBitsToFloat(kiln_texel(kiln_t3, p.off3 + i));
-    float r = kiln_compute(l0, l1, l2);
-    kiln_b0[p.off0 + i] = r;
   }
 }

@@ -62,13 +62,4 @@ void main() {
     rh.w = kiln_compute(l0h.w, l1h.w, l2h.w);
     kiln_v0[p.off0 / 8u + q] = u64vec4(kiln_pack_f32x4(rv), kiln_pack_f32x4(rh));
   }
-  uint tail = quads * 8u + gl_GlobalInvocationID.x;
-  if (gl_GlobalInvocationID.x < p.n % 8u) {
-    uint i = tail;
-    float l0 = kiln_b1[p.off1 + i];
-    float l1 = kiln_b2[p.off2 + i];
-    float l2 = kiln_b3[p.off3 + i];
-    float r = kiln_compute(l0, l1, l2);
-    kiln_b0[p.off0 + i] = r;
-  }
 }

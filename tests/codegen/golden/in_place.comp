@@ -30,11 +30,4 @@ void main() {
     r.w = kiln_compute(l0v.w);
     kiln_v0[p.off0 / 4u + q] = r;
   }
-  uint tail = quads * 4u + gl_GlobalInvocationID.x;
-  if (gl_GlobalInvocationID.x < p.n % 4u) {
-    uint i = tail;
-    float l0 = kiln_b0[p.off1 + i];
-    float r = kiln_compute(l0);
-    kiln_b0[p.off0 + i] = r;
-  }
 }

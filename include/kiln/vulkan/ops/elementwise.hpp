@@ -8,6 +8,7 @@
 #error "include <kiln/vulkan.hpp>, not the headers under kiln/vulkan/ directly"
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <span>
@@ -35,7 +36,8 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
   // texel reads where the context uses them and every input can have a texel view
   bool texel = ctx.texel_reads();
   for_each_leaf(n, [&](const auto& in) { texel = texel && ctx.texel_viewable(in.storage()->alloc()); });
-  const kernel kn = make_kernel(out, n, plan_options{ctx.info().int64, texel});
+  const std::uint64_t max_invocations = std::uint64_t(ctx.workgroup_size()) * ctx.info().max_workgroup_count[0];
+  const kernel kn = make_kernel(out, n, plan_options{ctx.info().int64, texel, max_invocations});
   const kernel_plan& plan = kn.source.plan;
 
   // One binding per distinct buffer; the output's is the one written.
@@ -53,9 +55,15 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
   const kernel_spec spec{kn.source.name, kn.source.glsl, {}, plan.bindings,
                          static_cast<std::uint32_t>(kn.args.push.size() * sizeof(std::uint32_t)), kn.source.expression,
                          plan.texel_bindings};
-  const std::uint64_t per_step = plan.wide ? 8 : plan.vec4 ? 4 : 1;
-  const std::uint64_t work = (kn.args.elements + per_step - 1) / per_step;
-  ctx.dispatch(spec, b, std::as_bytes(std::span(kn.args.push)), ctx.groups_for(work));
+  std::uint32_t groups = 0;
+  if (plan.single_step) {  // an invocation for every step (and tail element)
+    const std::uint64_t wg = ctx.workgroup_size();
+    groups = static_cast<std::uint32_t>(std::max<std::uint64_t>((invocations_needed(plan, kn.args.elements) + wg - 1) / wg, 1));
+  } else {
+    const std::uint64_t per_step = plan.wide ? 8 : plan.vec4 ? 4 : 1;
+    groups = ctx.groups_for((kn.args.elements + per_step - 1) / per_step);
+  }
+  ctx.dispatch(spec, b, std::as_bytes(std::span(kn.args.push)), groups);
 }
 
 }  // namespace kiln::detail::vk
