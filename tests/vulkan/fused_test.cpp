@@ -86,19 +86,25 @@ TEST_F(fused, a_chain_is_one_dispatch_and_new_scalars_reuse_the_kernel) {
   for (float v : y.to_host()) EXPECT_NEAR(v, want, 1e-6f);
 }
 
-TEST_F(fused, vector_kernels_are_exact_at_every_tail_offset_and_in_place_with_and_without_texel_reads) {
+TEST_F(fused, vector_kernels_are_exact_at_every_tail_offset_and_in_place_in_every_variant) {
   namespace vk = kiln::detail::vk;
   auto& shared = ctx();
-  // the shared context, and one reading the other way (texel reads on <-> off)
+  // the shared context (single-step kernels), and grid-stride loops reading both ways
   kiln::vulkan::options o = kiln_test::validated();
+  o.single_step = false;
+  o.texel_reads = shared.state()->texel_reads();
+  kiln::context<kiln::vulkan> loop{o};
   o.texel_reads = !shared.state()->texel_reads();
-  kiln::context<kiln::vulkan> other{o};
+  kiln::context<kiln::vulkan> loop_other{o};
   auto g = kiln_test::rng();
-  for (kiln::context<kiln::vulkan>* cp : {&shared, &other}) {
+  for (kiln::context<kiln::vulkan>* cp : {&shared, &loop, &loop_other}) {
     auto& c = *cp;
     const bool texel = c.state()->texel_reads();
-    const vk::plan_options opt{c.state()->info().int64, texel};
-    for (kiln::index_t n : {1, 7, 8, 9, 15, 16, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007}) {
+    const std::uint64_t max_invocations =
+        c.state()->single_step() ? std::uint64_t(c.state()->workgroup_size()) * c.state()->info().max_workgroup_count[0] : 0;
+    const vk::plan_options opt{c.state()->info().int64, texel, max_invocations};
+    // (the larger sizes take the loop several turns per invocation)
+    for (kiln::index_t n : {1, 7, 8, 9, 15, 16, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 4099, 20003}) {
       for (kiln::index_t off : {0, 3, 4, 8}) {
         const auto ha = kiln_test::uniform(g, static_cast<std::size_t>(n + off));
         const auto hb = kiln_test::uniform(g, static_cast<std::size_t>(n + off));
@@ -113,6 +119,7 @@ TEST_F(fused, vector_kernels_are_exact_at_every_tail_offset_and_in_place_with_an
         if (n > 1) {  // n = 1: all constant
           EXPECT_EQ(k.source.plan.wide, opt.int64 && off % 8 == 0) << k.source.glsl;
           EXPECT_EQ(k.source.plan.texel_bindings != 0, texel && off % 4 == 0) << k.source.glsl;
+          EXPECT_EQ(k.source.plan.single_step, c.state()->single_step()) << k.source.glsl;
         }
         y = a * b - kiln::cast<float>(i);
         yi = i * 3 + i;

@@ -50,6 +50,9 @@ struct context_options {
   /// (on/off), else on for CPU devices (lavapipe), whose texel fetches are SIMD gathers
   /// while storage-buffer loads go lane by lane: the fused gelu chain runs ~1.8x faster.
   std::optional<bool> texel_reads;
+  /// Generated kernels run one step per invocation (no grid-stride loop) where one dispatch
+  /// can cover the work; false: always the loop.
+  bool single_step = true;
 };
 
 /// The state one Vulkan context and all its tensors share.
@@ -118,6 +121,7 @@ class context_state {
       texel_reads_ = info_.type == device_type::cpu;
     }
     texel_reads_ = texel_reads_ && info_.max_texel_buffer_elements > 0;
+    single_step_ = opt.single_step;
     pool_ = std::make_unique<memory_pool>(dev, info_, opt.block_size, limit, texel_reads_);
     zero_copy_ = opt.zero_copy && info_.unified_memory;
     auto tensor_type = zero_copy_ ? pool_->find_type(true, true, true, true) : pool_->find_type(true, false, true, false);
@@ -153,6 +157,8 @@ class context_state {
   bool zero_copy() const noexcept { return zero_copy_; }
   /// True when generated kernels read contiguous 32-bit inputs through texel views.
   bool texel_reads() const noexcept { return texel_reads_; }
+  /// Whether generated kernels may run one step per invocation (context_options::single_step).
+  bool single_step() const noexcept { return single_step_; }
   /// Whether a kernel may read allocation a through a uniform texel view.
   bool texel_viewable(const allocation& a) const noexcept { return pool_->texel_viewable(a); }
   VkDevice device() const noexcept { return device_.dev; }
@@ -564,6 +570,7 @@ class context_state {
   device_info info_;
   bool validation_ = false;
   bool texel_reads_ = false;
+  bool single_step_ = true;
   bool zero_copy_ = false;
   std::unique_ptr<instance> instance_;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;

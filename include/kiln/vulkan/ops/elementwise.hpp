@@ -36,7 +36,8 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
   // texel reads where the context uses them and every input can have a texel view
   bool texel = ctx.texel_reads();
   for_each_leaf(n, [&](const auto& in) { texel = texel && ctx.texel_viewable(in.storage()->alloc()); });
-  const std::uint64_t max_invocations = std::uint64_t(ctx.workgroup_size()) * ctx.info().max_workgroup_count[0];
+  const std::uint64_t max_invocations =
+      ctx.single_step() ? std::uint64_t(ctx.workgroup_size()) * ctx.info().max_workgroup_count[0] : 0;
   const kernel kn = make_kernel(out, n, plan_options{ctx.info().int64, texel, max_invocations});
   const kernel_plan& plan = kn.source.plan;
 
