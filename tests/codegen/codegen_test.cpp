@@ -59,6 +59,15 @@ void check_golden(const vk::kernel& k, const std::string& name) {
   EXPECT_EQ(glslc_errors(k.source.glsl, name), "") << k.source.glsl;
 }
 
+/// y = y * cast<float>(i) + s over n elements, with s a broadcast 1-element tensor: in
+/// place, an int32 leaf and a constant leaf.
+vk::kernel in_place_int_scalar(kiln::context<cpu>& ctx, kiln::index_t n, vk::plan_options opt) {
+  auto y = kiln::zeros<float>(ctx, {n});
+  auto i = kiln::zeros<std::int32_t>(ctx, {n});
+  auto s = kiln::zeros<float>(ctx, {1});
+  return vk::make_kernel(y, y * kiln::cast<float>(i) + kiln::broadcast_to(s, {n}), opt);
+}
+
 }  // namespace
 
 struct bad_op {
@@ -94,10 +103,7 @@ TEST_F(codegen, on_a_device_with_int64_aligned_32_bit_operands_move_eight_per_st
 
   // an int32 leaf and a broadcast scalar leaf stay wide; the store is in place; 1029
   // elements: 128 steps and a tail of five
-  auto y5 = kiln::zeros<float>(ctx, {1029});
-  auto i = kiln::zeros<std::int32_t>(ctx, {1029});
-  auto s = kiln::zeros<float>(ctx, {1});
-  const auto ki = vk::make_kernel(y5, y5 * kiln::cast<float>(i) + kiln::broadcast_to(s, {1029}), int64);
+  const auto ki = in_place_int_scalar(ctx, 1029, int64);
   EXPECT_TRUE(ki.source.plan.wide);
   EXPECT_TRUE(ki.source.plan.tail);
   check_golden(ki, "wide_int_scalar_in_place");
@@ -129,10 +135,7 @@ TEST_F(codegen, texel_reads_cover_bindings_only_read_by_32_bit_leaves_in_the_vec
   // broadcast scalar leaves (the scalar read once, before the loop) are texel reads
   // (1027 elements: 256 steps and a tail of three, read element by element)
   const vk::plan_options texel{.texel_reads = true};
-  auto y3 = kiln::zeros<float>(ctx, {1027});
-  auto i = kiln::zeros<std::int32_t>(ctx, {1027});
-  auto s = kiln::zeros<float>(ctx, {1});
-  const auto ki = vk::make_kernel(y3, y3 * kiln::cast<float>(i) + kiln::broadcast_to(s, {1027}), texel);
+  const auto ki = in_place_int_scalar(ctx, 1027, texel);
   EXPECT_TRUE(ki.source.plan.vec4);
   EXPECT_TRUE(ki.source.plan.tail);
   EXPECT_FALSE(k.source.plan.tail);

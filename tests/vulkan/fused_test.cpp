@@ -100,9 +100,7 @@ TEST_F(fused, vector_kernels_are_exact_at_every_tail_offset_and_in_place_in_ever
   for (kiln::context<kiln::vulkan>* cp : {&shared, &loop, &loop_other}) {
     auto& c = *cp;
     const bool texel = c.state()->texel_reads();
-    const std::uint64_t max_invocations =
-        c.state()->single_step() ? std::uint64_t(c.state()->workgroup_size()) * c.state()->info().max_workgroup_count[0] : 0;
-    const vk::plan_options opt{c.state()->info().int64, texel, max_invocations};
+    const vk::plan_options opt = vk::plan_options_for(*c.state());
     // (the larger sizes take the loop several turns per invocation)
     for (kiln::index_t n : {1, 7, 8, 9, 15, 16, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 4099, 20003}) {
       for (kiln::index_t off : {0, 3, 4, 8}) {
@@ -164,7 +162,9 @@ TEST_F(fused, texel_reads_index_every_block_a_tensor_may_live_in) {
       const float want = std::max(ha[e] - hb[e], 0.0f) * 2.0f + ha[e];  // up to one rounding apart (fma)
       ASSERT_NEAR(got[e], want, 1e-6f * (1.0f + std::abs(want))) << "n=" << n << " e=" << e;
     }
-    if (n > 500000) EXPECT_GE(kiln::vulkan::memory(c).dedicated, 1u) << "the largest input was meant to get a block of its own";
+    if (n > 500000) {
+      EXPECT_GE(kiln::vulkan::memory(c).dedicated, 1u) << "the largest input was meant to get a block of its own";
+    }
   }
   keep.clear();
   kiln::vulkan::trim(c);  // every range coalesces: their views go

@@ -83,10 +83,13 @@ struct kernel_plan {
   bool tail = true;                   // (vector variants) the element count is not a whole number of steps
 };
 
+/// Elements one step of a kernel of `plan` handles: 8 (wide), 4 (vec4) or 1.
+inline unsigned step_width(const kernel_plan& plan) { return plan.wide ? 8u : plan.vec4 ? 4u : 1u; }
+
 /// Invocations a kernel of `plan` needs over `elements` output elements when single_step:
 /// one per step, and one per tail element.
 inline std::uint64_t invocations_needed(const kernel_plan& plan, std::uint64_t elements) {
-  const std::uint64_t w = plan.wide ? 8 : plan.vec4 ? 4 : 1;
+  const std::uint64_t w = step_width(plan);
   return std::max(elements / w, elements % w);
 }
 
@@ -172,7 +175,6 @@ inline constexpr std::string_view bf16_glsl = R"(uint kiln_to_bf16(float v) {
 }
 )";
 
-/// Saturating float -> integer (truncate toward zero; NaN -> 0), as detail::convert_value.
 /// The wide variant's bit casts: a u64vec2 (from a u64vec4 load) <-> four 32-bit lanes.
 inline constexpr std::string_view wide_glsl = R"(vec4 kiln_f32x4(u64vec2 w) { return uintBitsToFloat(uvec4(unpackUint2x32(w.x), unpackUint2x32(w.y))); }
 ivec4 kiln_i32x4(u64vec2 w) { return ivec4(uvec4(unpackUint2x32(w.x), unpackUint2x32(w.y))); }
@@ -184,6 +186,7 @@ u64vec2 kiln_pack_i32x4(ivec4 v) { uvec4 u = uvec4(v); return u64vec2(packUint2x
 inline constexpr std::string_view texel_glsl = R"(uint kiln_texel(usamplerBuffer t, uint e) { return texelFetch(t, int(e >> 2u))[e & 3u]; }
 )";
 
+/// Saturating float -> integer (truncate toward zero; NaN -> 0), as detail::convert_value.
 inline constexpr std::string_view f2i_glsl = R"(int kiln_f2i(float v, float lo, float hi) {
   if (isnan(v)) return 0;
   if (hi > 2147483000.0 && v >= 2147483648.0) return 2147483647;  // int32: its max is not a float
@@ -400,7 +403,7 @@ kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1
   std::uint64_t elements = 1;
   for (int d = 0; d < lay.rank; ++d) elements *= static_cast<std::uint64_t>(lay.extent[d]);
   plan.single_step = opt.max_invocations > 0 && invocations_needed(plan, elements) <= opt.max_invocations;
-  plan.tail = plan.vec4 && elements % (plan.wide ? 8 : 4) != 0;
+  plan.tail = plan.vec4 && elements % step_width(plan) != 0;
   return plan;
 }
 
@@ -557,8 +560,7 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   if (!plan.single_step) s += "  uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;\n";
   if (plan.vec4) {
     // W elements per step: one vec4 (W = 4), or one u64vec4 read as two vec4 halves (W = 8)
-    const unsigned W = plan.wide ? 8 : 4;
-    const std::string ws = std::to_string(W) + "u";
+    const std::string ws = std::to_string(step_width(plan)) + "u";
     const std::vector<std::string> halves = plan.wide ? std::vector<std::string>{"v", "h"} : std::vector<std::string>{"v"};
     auto vec_type = [](dtype t) { return std::string(t == dtype::i32 ? "ivec4" : "vec4"); };
     s += "  uint quads = p.n / " + ws + ";\n";
@@ -573,9 +575,9 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
                           : "  for (uint q = gl_GlobalInvocationID.x; q < quads; q += step) {\n";
     for (std::size_t q : unique) {
       const auto& op = plan.operands[q];
+      if (op.how == access::constant) continue;
       const std::string b = std::to_string(op.binding), o = std::to_string(q), l = "l" + std::to_string(q - 1);
       const std::string at = "kiln_v" + b + "[p.off" + o + " / " + ws + " + q]";
-      if (op.how == access::constant) continue;
       if (texel_binding(plan, op.binding)) {
         // one texel (four elements) a fetch: two for the wide variant's eight
         const std::string cast = op.type == dtype::i32 ? "ivec4" : "uintBitsToFloat";

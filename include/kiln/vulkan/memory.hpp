@@ -96,10 +96,10 @@ class memory_pool {
   static constexpr VkBufferUsageFlags storage_usage =
       VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
-  /// texel_views: give every block a uniform texel view (the device must support them).
+  /// texel_views: allocations may be read through uniform texel views (texel_view), where
+  /// the device has them.
   memory_pool(VkDevice dev, const device_info& info, std::size_t block_size, std::size_t limit, bool texel_views = false)
       : dev_(dev), info_(info), limit_(limit), texel_views_(texel_views && info.max_texel_buffer_elements > 0) {
-    usage_ = storage_usage | (texel_views_ ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0);
     VkDeviceSize b = std::min<VkDeviceSize>(block_size, std::min(info.max_allocation_size, info.max_buffer_size));
     if (limit_) b = std::min<VkDeviceSize>(b, limit_);
     block_size_ = std::max<VkDeviceSize>(b / granule * granule, granule);
@@ -109,7 +109,7 @@ class memory_pool {
     VkBufferCreateInfo bi{};
     bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
     bi.size = granule;
-    bi.usage = usage_;
+    bi.usage = usage();
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     VkBuffer probe = VK_NULL_HANDLE;
     check(vkCreateBuffer(dev_, &bi, nullptr, &probe), "vkCreateBuffer");
@@ -281,6 +281,10 @@ class memory_pool {
  private:
   static constexpr VkDeviceSize granule = VkDeviceSize(64) << 10;
 
+  VkBufferUsageFlags usage() const noexcept {
+    return storage_usage | (texel_views_ ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0);
+  }
+
   static VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) noexcept { return (v + a - 1) / a * a; }
   static std::uint64_t recycle_key(VkDeviceSize size, std::uint32_t type) noexcept {
     return (std::uint64_t(type) << 48) | size;
@@ -394,7 +398,7 @@ class memory_pool {
     VkBufferCreateInfo bi{};
     bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
     bi.size = size;
-    bi.usage = usage_;
+    bi.usage = usage();
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     r = vkCreateBuffer(dev_, &bi, nullptr, &b->buffer);
     if (r != VK_SUCCESS) {
@@ -453,7 +457,6 @@ class memory_pool {
   const device_info& info_;
   std::size_t limit_ = 0;
   bool texel_views_ = false;
-  VkBufferUsageFlags usage_ = storage_usage;
   VkDeviceSize block_size_ = 0;
   VkDeviceSize alignment_ = 256;
   std::uint32_t type_bits_ = 0;

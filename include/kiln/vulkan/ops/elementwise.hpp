@@ -23,6 +23,15 @@
 
 namespace kiln::detail::vk {
 
+/// What ctx lets a generated kernel use: the wide variant, texel reads (a statement uses
+/// them only where every input can have a texel view), and single steps up to the
+/// invocations one dispatch can run.
+inline plan_options plan_options_for(const context_state& ctx) {
+  const std::uint64_t max_invocations =
+      ctx.single_step() ? std::uint64_t(ctx.workgroup_size()) * ctx.info().max_workgroup_count[0] : 0;
+  return plan_options{ctx.info().int64, ctx.texel_reads(), max_invocations};
+}
+
 /// out = n as one generated dispatch (shapes and aliasing already checked by assign).
 template <class T, class B, class N>
 void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
@@ -33,12 +42,9 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
     require_storage_width<typename std::remove_cvref_t<decltype(in)>::value_type>(ctx);
   });
 
-  // texel reads where the context uses them and every input can have a texel view
-  bool texel = ctx.texel_reads();
-  for_each_leaf(n, [&](const auto& in) { texel = texel && ctx.texel_viewable(in.storage()->alloc()); });
-  const std::uint64_t max_invocations =
-      ctx.single_step() ? std::uint64_t(ctx.workgroup_size()) * ctx.info().max_workgroup_count[0] : 0;
-  const kernel kn = make_kernel(out, n, plan_options{ctx.info().int64, texel, max_invocations});
+  plan_options opt = plan_options_for(ctx);
+  for_each_leaf(n, [&](const auto& in) { opt.texel_reads = opt.texel_reads && ctx.texel_viewable(in.storage()->alloc()); });
+  const kernel kn = make_kernel(out, n, opt);
   const kernel_plan& plan = kn.source.plan;
 
   // One binding per distinct buffer; the output's is the one written.
@@ -61,7 +67,7 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
     const std::uint64_t wg = ctx.workgroup_size();
     groups = static_cast<std::uint32_t>(std::max<std::uint64_t>((invocations_needed(plan, kn.args.elements) + wg - 1) / wg, 1));
   } else {
-    const std::uint64_t per_step = plan.wide ? 8 : plan.vec4 ? 4 : 1;
+    const std::uint64_t per_step = step_width(plan);
     groups = ctx.groups_for((kn.args.elements + per_step - 1) / per_step);
   }
   ctx.dispatch(spec, b, std::as_bytes(std::span(kn.args.push)), groups);
