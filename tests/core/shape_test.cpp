@@ -129,8 +129,24 @@ TEST(shape, incompatible_shapes_do_not_broadcast) {
   EXPECT_EQ(out, (kiln::shape{42})) << "a failed broadcast must leave out untouched";
 }
 
+TEST(shape, broadcasts_to_is_broadcast_giving_the_target) {
+  const kiln::shape cases[] = {{}, {1}, {0}, {4}, {3, 1}, {1, 4}, {3, 4}, {2, 3, 4}, {2, 1, 4}, {5, 4}, {1, 1, 1}};
+  for (const auto& from : cases) {
+    for (const auto& to : cases) {
+      kiln::shape out;
+      const bool expected = kiln::broadcast_shapes(from, to, out) && out == to;
+      EXPECT_EQ(kiln::broadcasts_to(from, to), expected) << from.to_string() << " to " << to.to_string();
+    }
+  }
+}
+
 TEST(shape, broadcast_can_write_into_an_input) {
   kiln::shape a{3, 1};
   ASSERT_TRUE(kiln::broadcast_shapes(a, {1, 4}, a));
   EXPECT_EQ(a, (kiln::shape{3, 4}));
+  ASSERT_TRUE(kiln::broadcast_shapes(a, a, a));
+  EXPECT_EQ(a, (kiln::shape{3, 4}));
+  kiln::shape s{};
+  ASSERT_TRUE(kiln::broadcast_shapes(s, {2, 5}, s));
+  EXPECT_EQ(s, (kiln::shape{2, 5}));
 }

@@ -52,7 +52,11 @@ class dims {
   }
 
   friend constexpr bool operator==(const dims& a, const dims& b) noexcept {
-    return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());
+    if (a.rank_ != b.rank_) return false;
+    for (int i = 0; i < a.rank_; ++i) {  // at most 8: a loop, not a call to memcmp
+      if (a.d_[static_cast<std::size_t>(i)] != b.d_[static_cast<std::size_t>(i)]) return false;
+    }
+    return true;
   }
 
   /// "[3, 4]"
@@ -126,6 +130,16 @@ inline strides contiguous_strides(const shape& s) {
 
 /// NumPy broadcasting of two shapes; false when they are incompatible.
 inline bool broadcast_shapes(const shape& a, const shape& b, shape& out) {
+  // The common cases (equal shapes; a scalar's rank-0 shape) copy a shape whole. The
+  // general case builds its result element by element, so it is kept off that path.
+  if (b.rank() == 0 || a == b) {
+    if (&out != &a) out = a;
+    return true;
+  }
+  if (a.rank() == 0) {
+    out = b;
+    return true;
+  }
   const int r = std::max(a.rank(), b.rank());
   shape res;
   for (int i = 0; i < r; ++i) {
@@ -137,6 +151,16 @@ inline bool broadcast_shapes(const shape& a, const shape& b, shape& out) {
     res.push_back(da == 1 ? db : da);
   }
   out = res;
+  return true;
+}
+
+/// True when shape `from` broadcasts to exactly `to` (NumPy rules, `to` unchanged).
+inline bool broadcasts_to(const shape& from, const shape& to) noexcept {
+  const int lead = to.rank() - from.rank();
+  if (lead < 0) return false;
+  for (int i = 0; i < from.rank(); ++i) {
+    if (from[i] != 1 && from[i] != to[i + lead]) return false;
+  }
   return true;
 }
 

@@ -142,8 +142,7 @@ tensor<T, B> reshape(const tensor<T, B>& t, std::initializer_list<index_t> exten
 /// (writing to it throws, since several elements alias one).
 template <class T, class B>
 tensor<T, B> broadcast_to(const tensor<T, B>& t, const shape& s) {
-  shape r;
-  if (!broadcast_shapes(t.shape(), s, r) || !(r == s)) {
+  if (!broadcasts_to(t.shape(), s)) {
     throw shape_error("kiln::broadcast_to: " + t.describe() + " cannot be broadcast to " + s.to_string());
   }
   strides st;

@@ -172,9 +172,13 @@ void run_range(const iteration_layout<L>& lay, T* out, const N& n, index_t begin
   bound<A, N> ev(n, cur);
   const int r = lay.rank;
   index_t idx[max_rank] = {};
-  for (index_t rem = begin, d = r - 1; d >= 0; --d) {
-    idx[d] = rem % lay.extent[d];
-    rem /= lay.extent[d];
+  if (r == 1) {
+    idx[0] = begin;  // most statements collapse to one row: no division
+  } else {
+    for (index_t rem = begin, d = r - 1; d >= 0; --d) {
+      idx[d] = rem % lay.extent[d];
+      rem /= lay.extent[d];
+    }
   }
   const index_t* ost = lay.stride[0];
   for (index_t pos = begin; pos < end;) {

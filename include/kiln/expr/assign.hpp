@@ -17,15 +17,23 @@
 
 namespace kiln::detail {
 
+/// Writes the strides of t read as an operand of shape out (0 where t is broadcast) to
+/// dst[0 .. out.rank()).
+template <class T, class B>
+void broadcast_strides_into(const tensor<T, B>& t, const shape& out, index_t* dst) noexcept {
+  const int lead = out.rank() - t.rank();
+  for (int i = 0; i < out.rank(); ++i) {
+    const int j = i - lead;
+    dst[i] = j < 0 || t.shape()[j] == 1 ? 0 : t.strides()[j];
+  }
+}
+
 /// Strides of t when read as an operand of shape out (0 where t is broadcast).
 template <class T, class B>
 strides broadcast_strides(const tensor<T, B>& t, const shape& out) {
   strides st;
-  const int lead = out.rank() - t.rank();
-  for (int i = 0; i < out.rank(); ++i) {
-    const int j = i - lead;
-    st.push_back(j < 0 || t.shape()[j] == 1 ? 0 : t.strides()[j]);
-  }
+  for (int i = 0; i < out.rank(); ++i) st.push_back(0);
+  broadcast_strides_into(t, out, st.begin());
   return st;
 }
 
@@ -61,6 +69,14 @@ bool needs_temporary(const tensor<T, B>& out, const N& n) {
   return hazard;
 }
 
+/// e as a node: an expression is used where it is (no copy of its tree, so no reference
+/// count touched per leaf); a tensor becomes a leaf.
+template <class E>
+decltype(auto) as_node(const E& e) {
+  if constexpr (node<E>) return (e);
+  else return to_node<float>(e);
+}
+
 template <class T, class B, class E>
 void assign(tensor<T, B>& out, const E& e) {
   using N = node_t<const E&>;
@@ -70,7 +86,7 @@ void assign(tensor<T, B>& out, const E& e) {
                 "(masks are stored in uint8_t tensors)");
   static_assert(std::is_void_v<typename N::backend_type> || std::is_same_v<typename N::backend_type, B>,
                 "kiln: the expression lives on another backend than the tensor assigned to");
-  const N n = to_node<float>(e);
+  const N& n = as_node(e);  // a temporary leaf lives as long as the reference
 
   if (!out.defined()) {
     // An empty target takes the expression's shape, on the context of its first tensor.
@@ -89,8 +105,7 @@ void assign(tensor<T, B>& out, const E& e) {
     }
   }
 
-  shape bs;
-  if (!broadcast_shapes(n.shape(), out.shape(), bs) || !(bs == out.shape())) {
+  if (!broadcasts_to(n.shape(), out.shape())) {
     throw shape_error("kiln::assign: cannot write " + n.describe() + " into " + out.describe());
   }
   for (int i = 0; i < out.rank(); ++i) {

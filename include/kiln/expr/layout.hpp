@@ -63,14 +63,10 @@ iteration_layout<leaf_count_v<N>> make_layout(const tensor<T, B>& out, const N& 
   constexpr std::size_t L = leaf_count_v<N>;
   const shape& s = out.shape();
   const int r = s.rank();
-  index_t st[L + 1][max_rank] = {};
+  index_t st[L + 1][max_rank];  // only [o][0, r) is written and read
   for (int d = 0; d < r; ++d) st[0][d] = out.strides()[d];
   std::size_t k = 1;
-  for_each_leaf(n, [&](const auto& in) {
-    const strides b = broadcast_strides(in, s);
-    for (int d = 0; d < r; ++d) st[k][d] = b[d];
-    ++k;
-  });
+  for_each_leaf(n, [&](const auto& in) { broadcast_strides_into(in, s, st[k++]); });
   return collapse_dims<L + 1>(s, st);
 }
 
