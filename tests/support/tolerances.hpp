@@ -1,6 +1,6 @@
 // tests/support/tolerances.hpp — per-op relative tolerances against the float64 oracle.
 // Exact IEEE ops (add, mul, div, sqrt, ...) get a couple of ulps; transcendental
-// approximations (xsimd's exp/log/erf/tanh polynomials) a few more; f16/bf16 results are
+// approximations (kiln's exp/erf/tanh, xsimd's log/log1p/pow) a few more; f16/bf16 results are
 // held to their own rounding (half an ulp of the storage type, plus the float work).
 #pragma once
 

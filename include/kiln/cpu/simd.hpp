@@ -46,6 +46,22 @@ struct lane_traits<xsimd::batch<T, A>> {
     return xsimd::select(m, a, b);
   }
 
+  /// x * 2^n (see kiln::detail::scale_by_pow2): AVX-512's scalef; elsewhere two exact
+  /// powers of two built from exponent bits, so that 2^n itself never leaves the normals.
+  static batch scale_by_pow2(const batch& x, const batch& n) {
+    static_assert(std::is_same_v<T, float>, "scale_by_pow2 is for float lanes");
+    if constexpr (std::is_base_of_v<xsimd::avx512f, A>) {
+      return _mm512_scalef_ps(x, n);
+    } else {
+      using ibatch = xsimd::batch<std::int32_t, A>;
+      const batch h = xsimd::floor(n * batch(0.5f));  // n = h + (n - h), both in [-75, 64]
+      const auto pow2 = [](const batch& e) {
+        return xsimd::bitwise_cast<batch>((xsimd::to_int(e) + ibatch(127)) << 23);
+      };
+      return x * pow2(h) * pow2(n - h);  // x * 2^h is exact (x >= 0.5): one rounding
+    }
+  }
+
   template <class F, class... Vs>
   static batch per_lane(F&& f, const batch& a, const Vs&... b) {
     return per_lane_impl(f, std::index_sequence_for<Vs...>{}, a, b...);

@@ -88,6 +88,19 @@ V max_keep_nan(const V& lo, const V& x) {
   }
 }
 
+/// x * 2^n, rounded once, for a float x in [0.5, 2) and an integral-valued float n in
+/// [-150, 128] (the range exp's reduction gives): results overflow to inf and underflow
+/// through the subnormals to 0 as IEEE multiplication would. NaN n gives NaN. Backends
+/// give their vector types a lane_traits::scale_by_pow2 (one instruction on AVX-512).
+template <class V>
+V scale_by_pow2(const V& x, const V& n) {
+  if constexpr (std::is_arithmetic_v<V>) {
+    return n == n ? std::ldexp(x, static_cast<int>(n)) : n;
+  } else {
+    return lane_traits<V>::scale_by_pow2(x, n);
+  }
+}
+
 /// c[0] + c[1] t + c[2] t^2 + ... by Horner's rule (one fused multiply-add a term).
 template <class V, class C, std::size_t N>
 V horner(const V& t, const std::array<C, N>& c) {

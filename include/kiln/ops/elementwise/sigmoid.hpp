@@ -8,6 +8,7 @@
 
 #include "kiln/expr/lanes.hpp"
 #include "kiln/expr/node.hpp"
+#include "kiln/ops/elementwise/exp.hpp"
 
 namespace kiln {
 
@@ -16,8 +17,7 @@ struct sigmoid_op {
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {
-    using std::exp;
-    return V(1.0f) / (V(1.0f) + exp(-a));
+    return V(1.0f) / (V(1.0f) + detail::exp_approx(-a));
   }
   static constexpr std::string_view glsl = "(1.0 / (1.0 + exp(-{0})))";
 };

@@ -8,6 +8,7 @@
 
 #include "kiln/expr/lanes.hpp"
 #include "kiln/expr/node.hpp"
+#include "kiln/ops/elementwise/exp.hpp"
 
 namespace kiln {
 
@@ -16,8 +17,7 @@ struct silu_op {
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {
-    using std::exp;
-    return a / (V(1.0f) + exp(-a));
+    return a / (V(1.0f) + detail::exp_approx(-a));
   }
   static constexpr std::string_view glsl = "({0} / (1.0 + exp(-{0})))";
 };

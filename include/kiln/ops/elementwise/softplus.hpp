@@ -8,6 +8,7 @@
 
 #include "kiln/expr/lanes.hpp"
 #include "kiln/expr/node.hpp"
+#include "kiln/ops/elementwise/exp.hpp"
 
 namespace kiln {
 
@@ -16,8 +17,8 @@ struct softplus_op {
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {
-    using std::abs, std::exp, std::log1p;
-    return select(a < V(0.0f), V(0.0f), a) + log1p(exp(-abs(a)));
+    using std::abs, std::log1p;
+    return select(a < V(0.0f), V(0.0f), a) + log1p(detail::exp_approx(-abs(a)));
   }
   static constexpr std::string_view glsl = "(max({0}, 0.0) + log(1.0 + exp(-abs({0}))))";
 };
