@@ -4,7 +4,11 @@
 // every intermediate materialised, as an eager array library runs the chain: here each
 // pass is one Eigen statement, split over the threads), kiln's own unfused twin (the same
 // passes as kiln statements: kiln's kernels, streaming stores), and a STREAM triad with
-// non-temporal stores as the in-run bandwidth reference.
+// non-temporal stores as the in-run bandwidth reference. BM_add3 (y = a + b + c) is the
+// gelu chain's memory floor: the same three reads and one write around a body of two
+// adds, so kiln_vs_eigen/add3 is the best ratio the memory system allows kiln's traffic
+// (streaming stores) against Eigen's (ordinary stores: a write-allocate read of y too),
+// measured in the same run as the chains.
 //
 // Names: BM_<op>/<impl>/<threads>T. Bytes count each input read once and the output
 // written once (intermediates and write-allocate traffic are not counted).
@@ -124,6 +128,25 @@ void silu_eigen_expr(Y&& y, const A& a, const B& b) {
   y = a / (1.0f + (-a).exp()) * b;
 }
 
+// ---- y = a + b + c: the gelu chain's traffic with (almost) no arithmetic ----------------
+
+double add3_reference(const world& w, index i) {
+  return double(w.a.data()[i]) + w.b.data()[i] + w.c.data()[i];
+}
+
+void add3_kiln(world& w) { w.y = w.a + w.b + w.c; }
+
+/// a + b + c as primitive ops: two passes.
+void add3_unfused(world& w) {
+  w.t[0] = w.a + w.b;
+  w.y = w.t[0] + w.c;
+}
+
+template <class Y, class A, class B, class C>
+void add3_eigen_expr(Y&& y, const A& a, const B& b, const C& c) {
+  y = a + b + c;
+}
+
 // ---- Eigen: the whole range on one thread, or two halves (segments) on two ---------------
 
 using emap = Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64>;
@@ -159,28 +182,37 @@ void silu_eager(world& w) {
   eager_pass(w, [](const auto& x, const auto& b) { return x * b; }, w.y, t[3], w.b);
 }
 
-void gelu_eigen(world& w) {
+/// a + b + c as an eager library runs it: the same two passes as add3_unfused.
+void add3_eager(world& w) {
+  eager_pass(w, [](const auto& a, const auto& b) { return a + b; }, w.t[0], w.a, w.b);
+  eager_pass(w, [](const auto& x, const auto& c) { return x + c; }, w.y, w.t[0], w.c);
+}
+
+/// Runs expr(y, a, b, c) on Eigen maps of the world's buffers: over the whole range on one
+/// thread, or over each thread's segment (kiln_bench::split_range) on several.
+template <class Expr>
+void eigen_run(world& w, Expr&& expr) {
   emap y(w.y.data(), n), a(w.a.data(), n), b(w.b.data(), n), c(w.c.data(), n);
   if (w.threads == 1) {
-    gelu_eigen_expr(y, a, b, c);
+    expr(y, a, b, c);
     return;
   }
   kiln_bench::split_range(n, w.threads, [&](index lo, index hi) {
     const index len = hi - lo;
-    gelu_eigen_expr(y.segment(lo, len), a.segment(lo, len), b.segment(lo, len), c.segment(lo, len));
+    expr(y.segment(lo, len), a.segment(lo, len), b.segment(lo, len), c.segment(lo, len));
   });
 }
 
+void gelu_eigen(world& w) {
+  eigen_run(w, [](auto&& y, const auto& a, const auto& b, const auto& c) { gelu_eigen_expr(y, a, b, c); });
+}
+
 void silu_eigen(world& w) {
-  emap y(w.y.data(), n), a(w.a.data(), n), b(w.b.data(), n);
-  if (w.threads == 1) {
-    silu_eigen_expr(y, a, b);
-    return;
-  }
-  kiln_bench::split_range(n, w.threads, [&](index lo, index hi) {
-    const index len = hi - lo;
-    silu_eigen_expr(y.segment(lo, len), a.segment(lo, len), b.segment(lo, len));
-  });
+  eigen_run(w, [](auto&& y, const auto& a, const auto& b, const auto&) { silu_eigen_expr(y, a, b); });
+}
+
+void add3_eigen(world& w) {
+  eigen_run(w, [](auto&& y, const auto& a, const auto& b, const auto& c) { add3_eigen_expr(y, a, b, c); });
 }
 
 // ---- xtensor (xsimd), one thread --------------------------------------------------------
@@ -202,6 +234,12 @@ void silu_xtensor(world& w) {
   auto y = xt_view(w.y);
   auto a = xt_view(w.a), b = xt_view(w.b);
   xt::noalias(y) = a / (1.0f + xt::exp(-a)) * b;
+}
+
+void add3_xtensor(world& w) {
+  auto y = xt_view(w.y);
+  auto a = xt_view(w.a), b = xt_view(w.b), c = xt_view(w.c);
+  xt::noalias(y) = a + b + c;
 }
 #endif
 
@@ -293,6 +331,13 @@ void register_all() {
       {"silu_mul", 3, silu_reference, silu_kiln, silu_unfused, silu_eager, silu_eigen,
 #if defined(KILN_BENCH_XTENSOR)
        silu_xtensor
+#else
+       nullptr
+#endif
+      },
+      {"add3", 4, add3_reference, add3_kiln, add3_unfused, add3_eager, add3_eigen,
+#if defined(KILN_BENCH_XTENSOR)
+       add3_xtensor
 #else
        nullptr
 #endif
