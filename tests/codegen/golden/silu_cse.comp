@@ -16,8 +16,18 @@ layout(push_constant) uniform kiln_params {
   uint off3;
 } p;
 
+float kiln_exp(float x) {
+  float c = clamp(x, -1.040000000e+02, 8.900000000e+01);
+  float n = roundEven(c * 1.442695022e+00);
+  precise float t = c - n * 6.933593750e-01;  // exact
+  precise float r = t + n * 2.121944417e-04;
+  float e = fma(r * r, fma(fma(fma(fma(1.381461043e-03, r, 8.368710056e-03), r, 4.166838899e-02), r, 1.666652113e-01), r, 4.999999404e-01), r) + 1.0;
+  float h = floor(n * 0.5);
+  e = e * intBitsToFloat((int(h) + 127) << 23) * intBitsToFloat((int(n - h) + 127) << 23);
+  return isnan(x) ? x : e;
+}
 float kiln_compute(float l0) {
-  float v0 = (1.0 / (1.0 + exp(-l0)));
+  float v0 = (1.0 / (1.0 + kiln_exp(-l0)));
   float v1 = (l0 * v0);
   float v2 = (v1 + v0);
   return v2;

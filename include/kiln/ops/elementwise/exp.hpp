@@ -4,15 +4,17 @@
 //   e^r ~= 1 + r + r^2 P(r), P of degree 4 (coefficients from scripts/fit_exp.py),
 // then 2^n applied exactly (detail::scale_by_pow2), so that results stay finite up to
 // ln(FLT_MAX) = 88.7228, overflow to inf beyond, and pass through the subnormals to 0 at
-// about -103.97. The same formula runs in SIMD lanes and scalar tails; sigmoid, silu and
-// softplus evaluate it too. GLSL uses its own exp().
+// about -103.97. The same formula runs in SIMD lanes, scalar tails and GLSL (kiln_exp);
+// sigmoid, silu and softplus evaluate it too.
 #pragma once
 
 #include <array>
 #include <cmath>
+#include <string>
 #include <string_view>
 #include <utility>
 
+#include "kiln/expr/glsl.hpp"
 #include "kiln/expr/lanes.hpp"
 #include "kiln/expr/node.hpp"
 
@@ -43,6 +45,25 @@ V exp_approx(const V& x) {
   return scale_by_pow2(er, n);
 }
 
+/// The same formula in GLSL: kiln_exp, for every op that takes e^x on the device (a
+/// driver's exp() is only held to 3 + 2|x| ulp). 2^n is two exact powers of two built
+/// from exponent bits, as on CPUs without AVX-512; a device may flush subnormal results.
+/// The reduction is two `precise` multiply-subtracts, not nested fma() calls: lavapipe
+/// folds fma(n, -lo, fma(n, -hi, c)) into one fma with hi + lo rounded to float, which
+/// costs up to 4.1e-6 relative at |x| ~ 72 (measured); this spelling keeps 1.4e-7 there.
+inline std::string exp_glsl() {
+  return "float kiln_exp(float x) {\n"
+         "  float c = clamp(x, " + glsl_float(exp_min_arg) + ", " + glsl_float(exp_max_arg) + ");\n"
+         "  float n = roundEven(c * " + glsl_float(exp_log2e) + ");\n"
+         "  precise float t = c - n * " + glsl_float(exp_ln2_hi) + ";  // exact\n"
+         "  precise float r = t + n * " + glsl_float(-exp_ln2_lo) + ";\n"
+         "  float e = fma(r * r, " + glsl_horner(exp_pf, "r") + ", r) + 1.0;\n"
+         "  float h = floor(n * 0.5);\n"
+         "  e = e * intBitsToFloat((int(h) + 127) << 23) * intBitsToFloat((int(n - h) + 127) << 23);\n"
+         "  return isnan(x) ? x : e;\n"
+         "}\n";
+}
+
 }  // namespace detail
 
 struct exp_op {
@@ -52,7 +73,8 @@ struct exp_op {
   static V apply(const V& a) {
     return detail::exp_approx(a);
   }
-  static constexpr std::string_view glsl = "exp({0})";
+  static constexpr std::string_view glsl = "kiln_exp({0})";
+  static std::string glsl_functions() { return detail::exp_glsl(); }
 };
 
 /// Elementwise e raised to x (within 1 ulp; overflows to inf above 88.7228). Dtypes: f32,

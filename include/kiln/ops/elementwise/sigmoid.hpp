@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -19,7 +20,8 @@ struct sigmoid_op {
   static V apply(const V& a) {
     return V(1.0f) / (V(1.0f) + detail::exp_approx(-a));
   }
-  static constexpr std::string_view glsl = "(1.0 / (1.0 + exp(-{0})))";
+  static constexpr std::string_view glsl = "(1.0 / (1.0 + kiln_exp(-{0})))";
+  static std::string glsl_functions() { return detail::exp_glsl(); }
 };
 
 /// Elementwise logistic function 1 / (1 + e^-x). Dtypes: f32, f16, bf16 (integers fail to compile: cast first).

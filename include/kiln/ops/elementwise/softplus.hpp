@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -20,7 +21,8 @@ struct softplus_op {
     using std::abs, std::log1p;
     return select(a < V(0.0f), V(0.0f), a) + log1p(detail::exp_approx(-abs(a)));
   }
-  static constexpr std::string_view glsl = "(max({0}, 0.0) + log(1.0 + exp(-abs({0}))))";
+  static constexpr std::string_view glsl = "(max({0}, 0.0) + log(1.0 + kiln_exp(-abs({0}))))";
+  static std::string glsl_functions() { return detail::exp_glsl(); }
 };
 
 /// Elementwise log(1 + e^x), computed stably as max(x, 0) + log1p(e^-|x|). Dtypes: f32, f16, bf16 (integers fail to compile: cast first).
