@@ -1,7 +1,8 @@
 // benchmarks/elementwise_bench.cpp — one line per elementwise op: y = op(a) (or op(a, b)),
 // kiln on two threads, at 1M floats (4 MiB per array: cache-resident) and 16M floats
 // (64 MiB: memory-bound), with an Eigen array-expression peer (same two threads, the range
-// split in halves) for a few ops.
+// split in halves) for a few ops; and on one thread at 16 and 4K floats, where the cost of
+// a statement itself (building the expression, checks, layout) shows beside Eigen's.
 //
 // Names: BM_<op>/<impl>/<size>/<threads>T. Bytes count each input read once and the
 // output written once. To add an op: one line in kiln_ops[] (optionally one in eigen_ops[]).
@@ -94,6 +95,8 @@ const eigen_case eigen_ops[] = {
     {"relu", [](emap y, cemap a, cemap) { y = a.max(0.0f); }},
     {"exp", [](emap y, cemap a, cemap) { y = a.exp(); }},
     {"tanh", [](emap y, cemap a, cemap) { y = a.tanh(); }},
+    {"sigmoid", [](emap y, cemap a, cemap) { y = 1.0f / (1.0f + (-a).exp()); }},
+    {"silu", [](emap y, cemap a, cemap) { y = a / (1.0f + (-a).exp()); }},
     {"add", [](emap y, cemap a, cemap b) { y = a + b; }},
 };
 
@@ -119,23 +122,23 @@ void add(const std::string& name, index size, int threads, const kiln_case& k, R
 }
 
 void register_all() {
-  const int threads = kiln_bench::thread_counts().back();
-  const std::string suffix = "/" + std::to_string(threads) + "T";
+  const int many = kiln_bench::thread_counts().back();
   const struct {
     index n;
     const char* label;
-  } sizes[] = {{index(1) << 20, "1M"}, {index(1) << 24, "16M"}};
+    int threads;
+  } sizes[] = {{16, "16", 1}, {4096, "4K", 1}, {index(1) << 20, "1M", many}, {index(1) << 24, "16M", many}};
 
   for (const auto& k : kiln_ops) {
     for (const auto& s : sizes) {
-      add(std::string("BM_") + k.op + "/kiln/" + s.label + suffix, s.n, threads, k,
+      add(std::string("BM_") + k.op + "/kiln/" + s.label + "/" + std::to_string(s.threads) + "T", s.n, s.threads, k,
           [run = k.run](world& w) { run(w.y, w.a, w.b); });
     }
     for (const auto& e : eigen_ops) {
       if (std::string(e.op) != k.op) continue;
       for (const auto& s : sizes) {
-        add(std::string("BM_") + k.op + "/eigen/" + s.label + suffix, s.n, threads, k,
-            [run = e.run](world& w) {
+        add(std::string("BM_") + k.op + "/eigen/" + s.label + "/" + std::to_string(s.threads) + "T", s.n, s.threads,
+            k, [run = e.run](world& w) {
               kiln_bench::split_range(w.n, w.threads, [&](index lo, index hi) {
                 run(emap(w.y.data() + lo, hi - lo), cemap(w.a.data() + lo, hi - lo),
                     cemap(w.b.data() + lo, hi - lo));
