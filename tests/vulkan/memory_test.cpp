@@ -150,6 +150,15 @@ TEST_F(memory, memory_limit_from_the_environment) {
   EXPECT_EQ(kiln::detail::vk::parse_bytes("2G", "x"), std::size_t(2) << 30);
 }
 
+TEST_F(memory, memory_limits_beyond_64_bits_throw_instead_of_wrapping) {
+  EXPECT_EQ(kiln::detail::vk::parse_bytes("17179869183G", "x"), std::size_t(17179869183) << 30);
+  EXPECT_THROW((void)kiln::detail::vk::parse_bytes("17179869184G", "x"), kiln::error);  // 2^64 bytes
+  EXPECT_THROW((void)kiln::detail::vk::parse_bytes("99999999999G", "x"), kiln::error);
+  EXPECT_THROW((void)kiln::detail::vk::parse_bytes("99999999999999999999999", "x"), kiln::error);
+  scoped_env e("KILN_VULKAN_MEMORY_LIMIT", "99999999999G");
+  EXPECT_THROW(kiln::context<kiln::vulkan>{validated()}, kiln::error);
+}
+
 TEST_F(memory, a_tensor_destroyed_while_in_flight_is_freed_after_its_work) {
   kiln::context<kiln::vulkan> c{small_blocks(16 * MiB)};
   const kiln::index_t n = 1 << 20;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <new>  // std::bad_alloc
 #include <random>
 #include <ranges>
 #include <span>
@@ -70,8 +71,15 @@ auto from_host(const context<B>& ctx, R&& host) {
 template <element T, class B>
 tensor<T, B> random(const context<B>& ctx, const shape& s, double low = 0.0, double high = 1.0,
                     std::uint64_t seed = 0x6b696c6eu) {
+  auto t = empty<T>(ctx, s);  // first: a shape too large for the device fails before the host copy
   std::mt19937_64 gen(seed);
-  std::vector<T> host(static_cast<std::size_t>(s.numel()));
+  std::vector<T> host;
+  try {
+    host.resize(static_cast<std::size_t>(s.numel()));
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory("kiln::random: a host buffer for " + s.to_string() + " does not fit in memory",
+                        static_cast<std::size_t>(s.numel()) * sizeof(T), 0);
+  }
   if constexpr (is_floating_v<T>) {
     std::uniform_real_distribution<float> dist(static_cast<float>(low), static_cast<float>(high));
     for (auto& v : host) v = T(dist(gen));
@@ -79,7 +87,8 @@ tensor<T, B> random(const context<B>& ctx, const shape& s, double low = 0.0, dou
     std::uniform_int_distribution<int> dist(static_cast<int>(low), static_cast<int>(high));
     for (auto& v : host) v = static_cast<T>(dist(gen));
   }
-  return from_host(ctx, s, host);
+  if (!host.empty()) backend_traits<B>::upload(*t.storage(), 0, host.data(), host.size() * sizeof(T));
+  return t;
 }
 
 }  // namespace kiln

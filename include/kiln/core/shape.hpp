@@ -18,6 +18,11 @@ using index_t = std::int64_t;
 
 inline constexpr int max_rank = 8;
 
+/// Most elements a tensor may hold: 2^59. Every byte count and element offset computed
+/// from a shape (8-byte dtypes included) then stays far inside index_t, so size arithmetic
+/// anywhere in kiln cannot wrap; larger shapes throw kiln::shape_error where they are made.
+inline constexpr index_t max_numel = index_t(1) << 59;
+
 namespace detail {
 
 /// Fixed-capacity list of up to max_rank signed extents; no heap.
@@ -74,9 +79,29 @@ class dims {
   int rank_ = 0;
 };
 
+/// a * b for extents (a >= 1, b >= 0); false when the product is above max_numel.
+constexpr bool mul_extent(index_t a, index_t b, index_t& out) noexcept {
+  if (b > max_numel / a) return false;
+  out = a * b;
+  return true;
+}
+
+/// True when the product of the extents, each counted as at least 1, is at most
+/// max_numel: then the element count, every contiguous stride and every byte count made
+/// from them fit in index_t (a zero extent does not excuse a huge one: strides still
+/// multiply it).
+constexpr bool extents_fit(const dims& d) noexcept {
+  index_t n = 1;
+  for (index_t v : d) {
+    if (!mul_extent(n, v > 1 ? v : 1, n)) return false;
+  }
+  return true;
+}
+
 }  // namespace detail
 
-/// Extents of a tensor: rank 0..8, each extent >= 0. Throws kiln::shape_error otherwise.
+/// Extents of a tensor: rank 0..8, each extent >= 0, at most kiln::max_numel elements.
+/// Throws kiln::shape_error otherwise.
 /// Example: `kiln::shape s{512, 256}; s.numel() == 131072`
 class shape : public detail::dims {
  public:
@@ -103,6 +128,16 @@ class shape : public detail::dims {
         throw shape_error("kiln::shape: negative extent " + std::to_string(*first));
       }
       push_back(*first);
+    }
+    check_numel("kiln::shape");
+  }
+
+ public:
+  /// Throws kiln::shape_error naming op when the element count is above max_numel (an
+  /// extent count that would overflow any byte count made from it).
+  void check_numel(const char* op) const {
+    if (!detail::extents_fit(*this)) {
+      throw shape_error(std::string(op) + ": shape " + to_string() + " spans more than 2^59 elements");
     }
   }
 };
@@ -149,6 +184,11 @@ inline bool broadcast_shapes(const shape& a, const shape& b, shape& out) {
     const index_t db = ib >= 0 ? b[ib] : 1;
     if (da != db && da != 1 && db != 1) return false;
     res.push_back(da == 1 ? db : da);
+  }
+  // two shapes within the limit can broadcast to one beyond it ([2^40, 1] and [1, 2^40])
+  if (!detail::extents_fit(res)) {
+    throw shape_error("kiln: broadcasting " + a.to_string() + " with " + b.to_string() + " gives " +
+                      res.to_string() + ", which spans more than 2^59 elements");
   }
   out = res;
   return true;

@@ -28,9 +28,10 @@ void fill(tensor<T, B>& out, S value);
 /// An n-dimensional array of T (rank <= 8, row-major) living on backend B.
 ///
 /// Copies share the storage (a handle, like a view of the whole). Assignment writes
-/// values: `y = expr` evaluates expr into y's elements in one fused kernel; y's shape
-/// must equal the broadcast shape of expr (or y is empty, and is then allocated).
-/// Throws kiln::shape_error on shape mismatch.
+/// values: `y = expr` evaluates expr into y's elements in one fused kernel; expr's shape
+/// must broadcast to y's, which never changes (NumPy's `y[...] = expr`); an empty y is
+/// allocated with expr's shape. Throws kiln::shape_error on shape mismatch or when an
+/// input is an empty tensor.
 /// Example: `auto y = kiln::empty<float>(ctx, {4096}); y = kiln::relu(x) * 2.0f;`
 template <class T, class B>
 class tensor {

@@ -4,8 +4,12 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
+#include <initializer_list>
+#include <ranges>
+#include <span>
 #include <string>
-#include <vector>
+#include <type_traits>
 
 #include "kiln/core/tensor.hpp"
 
@@ -26,8 +30,8 @@ tensor<T, B> slice(const tensor<T, B>& t, int dim, index_t start, index_t stop, 
   stop = std::max(clampi(stop), start);
   shape s = t.shape();
   strides st = t.strides();
-  s[d] = (stop - start + step - 1) / step;
-  st[d] = t.strides()[d] * step;
+  s[d] = stop > start ? (stop - start - 1) / step + 1 : 0;  // no overflow for any step
+  st[d] = s[d] > 1 ? t.strides()[d] * step : t.strides()[d];   // then step < n: inside the view's span
   return tensor<T, B>(t.storage(), s, st, t.offset() + (s[d] ? start * t.strides()[d] : 0));
 }
 
@@ -73,23 +77,42 @@ tensor<T, B> transpose(const tensor<T, B>& t, int dim0, int dim1) {
   return tensor<T, B>(t.storage(), s, st, t.offset());
 }
 
-/// Same elements, new shape (one extent may be -1: inferred). Needs strides that allow
-/// it without copying; otherwise throws (materialise first with t.clone()).
-template <class T, class B>
-tensor<T, B> reshape(const tensor<T, B>& t, std::initializer_list<index_t> extents) {
-  std::vector<index_t> e(extents);
-  index_t known = 1;
+/// Same elements, new shape: a braced list, a kiln::shape, or any range of integer
+/// extents (std::vector, std::array, std::span); one extent may be -1 (inferred). Needs
+/// strides that allow it without copying; otherwise throws kiln::shape_error (materialise
+/// first with t.clone()), as it does for a shape whose element count differs or overflows.
+/// Example: `kiln::reshape(x, {64, -1})`, `kiln::reshape(x, y.shape())`
+template <class T, class B, std::ranges::input_range R>
+  requires std::integral<std::ranges::range_value_t<R>>
+tensor<T, B> reshape(const tensor<T, B>& t, R&& extents) {
+  index_t e[max_rank] = {};
+  int rank = 0;
+  index_t span = 1;  // product of the given extents, each counted as at least 1
+  bool zero = false;
   int infer = -1;
-  for (std::size_t i = 0; i < e.size(); ++i) {
-    if (e[i] == -1) {
-      if (infer >= 0) throw shape_error("kiln::reshape: more than one -1 extent for " + t.describe());
-      infer = static_cast<int>(i);
-    } else {
-      known *= e[i];
+  for (auto v : extents) {
+    if (rank == max_rank) {
+      throw shape_error("kiln::reshape: more than " + std::to_string(max_rank) + " extents for " + t.describe());
     }
+    const auto x = static_cast<index_t>(v);
+    if constexpr (std::is_unsigned_v<std::ranges::range_value_t<R>>) {
+      if (v > static_cast<std::make_unsigned_t<index_t>>(max_numel)) {
+        throw shape_error("kiln::reshape: extent " + std::to_string(v) + " is above 2^59 for " + t.describe());
+      }
+    }
+    if (x == -1) {
+      if (infer >= 0) throw shape_error("kiln::reshape: more than one -1 extent for " + t.describe());
+      infer = rank;
+    } else if (x < 0) {
+      throw shape_error("kiln::reshape: negative extent " + std::to_string(x) + " for " + t.describe());
+    } else if (!detail::mul_extent(span, x > 1 ? x : 1, span)) {
+      throw shape_error("kiln::reshape: the extents given for " + t.describe() + " span more than 2^59 elements");
+    }
+    zero = zero || x == 0;
+    e[rank++] = x;
   }
-  if (infer >= 0) e[static_cast<std::size_t>(infer)] = known ? t.numel() / known : 0;
-  const shape ns{std::span<const index_t>(e)};
+  if (infer >= 0) e[infer] = zero ? 0 : t.numel() / span;
+  const shape ns{std::span<const index_t>(e, static_cast<std::size_t>(rank))};
   if (ns.numel() != t.numel()) {
     throw shape_error("kiln::reshape: cannot view " + t.describe() + " as " + ns.to_string() +
                       " (element counts differ)");
@@ -136,6 +159,11 @@ tensor<T, B> reshape(const tensor<T, B>& t, std::initializer_list<index_t> exten
     nst = contiguous_strides(ns);
   }
   return tensor<T, B>(t.storage(), ns, nst, t.offset());
+}
+
+template <class T, class B>
+tensor<T, B> reshape(const tensor<T, B>& t, std::initializer_list<index_t> extents) {
+  return reshape(t, std::span<const index_t>(extents.begin(), extents.size()));
 }
 
 /// Broadcasts to shape s (NumPy rules) with stride 0; a read-only view in effect

@@ -87,6 +87,10 @@ void assign(tensor<T, B>& out, const E& e) {
   static_assert(std::is_void_v<typename N::backend_type> || std::is_same_v<typename N::backend_type, B>,
                 "kiln: the expression lives on another backend than the tensor assigned to");
   const N& n = as_node(e);  // a temporary leaf lives as long as the reference
+  if (!leaf_defined(n)) {  // `y = t` with t empty; ops and casts check their operands when built
+    throw shape_error("kiln::assign: the source tensor is empty (default-constructed or moved from); target is " +
+                      out.describe());
+  }
 
   if (!out.defined()) {
     // An empty target takes the expression's shape, on the context of its first tensor.

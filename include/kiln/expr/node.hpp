@@ -92,6 +92,13 @@ struct common_value<V0, V...> {
                 "kiln: operands have different dtypes; convert one with kiln::cast<T>(x)");
 };
 
+/// False for a leaf over an empty tensor; every other node is checked where it is built.
+template <class N>
+constexpr bool leaf_defined(const N& n) noexcept {
+  if constexpr (requires { n.t.defined(); }) return n.t.defined();
+  else return true;
+}
+
 /// Value type of a non-scalar operand, void for scalars.
 template <class N>
 using value_if_tensor_t = std::conditional_t<N::is_scalar, void, typename N::value_type>;
@@ -136,10 +143,15 @@ struct op_node {
   kiln::shape shape_;
 
   explicit op_node(Args... a) : args(std::move(a)...) {
-    bool ok = true;
-    std::apply([&](const auto&... c) { ((ok = ok && broadcast_shapes(shape_, c.shape(), shape_)), ...); }, args);
+    // An empty (default-constructed or moved-from) tensor has no storage to read.
+    bool defined = true;
+    std::apply([&](const auto&... c) { ((defined = defined && leaf_defined(c)), ...); }, args);
+    bool ok = defined;
+    if (ok) std::apply([&](const auto&... c) { ((ok = ok && broadcast_shapes(shape_, c.shape(), shape_)), ...); }, args);
     if (!ok) {
-      std::string msg = "kiln::" + std::string(Op::name) + ": shapes cannot be broadcast together: ";
+      std::string msg = "kiln::" + std::string(Op::name) +
+                        (defined ? ": shapes cannot be broadcast together: "
+                                 : ": an operand is an empty tensor (default-constructed or moved from): ");
       char label = 'a';
       auto add = [&](const auto& c) {
         if (label != 'a') msg += ", ";
@@ -255,7 +267,11 @@ auto cast(X&& x) {
   static_assert(element<To>, "kiln::cast: the target must be a kiln dtype (float, kiln::half, "
                              "kiln::bfloat16, int8_t, int32_t, uint8_t)");
   using N = decltype(detail::to_node<void>(std::forward<X>(x)));
-  return detail::cast_node<To, N>{detail::to_node<void>(std::forward<X>(x))};
+  detail::cast_node<To, N> n{detail::to_node<void>(std::forward<X>(x))};
+  if (!detail::leaf_defined(n.arg)) {
+    throw shape_error("kiln::cast: the operand is an empty tensor (default-constructed or moved from)");
+  }
+  return n;
 }
 
 }  // namespace kiln

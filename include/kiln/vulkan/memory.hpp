@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <bit>  // std::bit_floor
+#include <climits>  // ULLONG_MAX
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -57,6 +59,10 @@ inline std::size_t parse_bytes(const std::string& s, const char* what) {
   else mul = 0;
   if (end == s.c_str() || mul == 0 || s.empty() || s[0] == '-') {
     throw error(std::string("kiln::vulkan: ") + what + "='" + s + "' is not a byte count (e.g. 512M, 2G, 1048576)");
+  }
+  // strtoull saturates at ULLONG_MAX on overflow; the unit must not wrap either
+  if (v == ULLONG_MAX || v > std::numeric_limits<std::size_t>::max() / mul) {
+    throw error(std::string("kiln::vulkan: ") + what + "='" + s + "' is beyond a 64-bit byte count");
   }
   return static_cast<std::size_t>(v) * mul;
 }
