@@ -335,11 +335,17 @@ class emitter {
 };
 
 /// Chooses how each operand is indexed, which leaves share bindings and views, and
-/// whether the vec4 variant applies. `same_storage(i, j)` / `same_view(i, j)` say whether
-/// operands i and j (0 = output) share a buffer / read the very same elements.
-template <std::size_t L, class SameStorage, class SameView>
+/// whether the vec4 variant applies. Operand o (0 = output) lives in storage[o] and reads
+/// views[o]: operands with one storage share a buffer, and those that also have one
+/// dtype, offset and view read the very same elements. A template over the operand count
+/// only (no per-expression callbacks), so statements share its code.
+template <std::size_t L>
 kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1], const index_t (&offsets)[L + 1],
-                      SameStorage&& same_storage, SameView&& same_view, plan_options opt = {}) {
+                      const void* const (&storage)[L + 1], const strides (&views)[L + 1], plan_options opt = {}) {
+  auto same_storage = [&](std::size_t a, std::size_t b) { return storage[a] == storage[b]; };
+  auto same_view = [&](std::size_t a, std::size_t b) {
+    return storage[a] == storage[b] && types[a] == types[b] && offsets[a] == offsets[b] && views[a] == views[b];
+  };
   kernel_plan plan;
   plan.rank = lay.rank;
   plan.operands.resize(L + 1);
@@ -410,15 +416,12 @@ kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1
 /// Whether plan reads binding b through a uniform texel buffer.
 inline bool texel_binding(const kernel_plan& plan, std::uint32_t b) { return (plan.texel_bindings >> b) & 1u; }
 
-/// The GLSL source of node n under plan. Throws kiln::shader_error for a malformed op body.
-template <class T, class N>
-kernel_source generate(const N& n, const kernel_plan& plan) {
-  constexpr std::size_t L = leaf_count_v<N>;
-  emitter em(plan);
-  std::string readable;
-  const std::string result = em.emit(n, readable);
-  using V = typename N::value_type;
-  const std::string_view result_type = glsl_compute_type<V>();
+/// The kernel's source around an emitted expression: declarations, kiln_compute and
+/// main(). Not a template: one copy serves every statement, so a new expression type costs
+/// the compiler only its emitter walk (this text was most of a statement's compile time).
+inline kernel_source assemble(const kernel_plan& plan, const emitter& em, std::string readable,
+                              const std::string& result, std::string_view result_type) {
+  const std::size_t L = plan.operands.size() - 1;
 
   bool f16 = em.uses_f16, b16 = em.uses_bf16, i8 = false;  // casts inside need them too
   for (const auto& op : plan.operands) {
@@ -515,15 +518,12 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   // kiln_compute: the expression for one element, from its (unique) leaf values.
   s += std::string(result_type) + " kiln_compute(";
   bool first = true;
-  std::size_t k = 0;
-  for_each_leaf(n, [&](const auto& t) {
-    using U = typename std::remove_cvref_t<decltype(t)>::value_type;
+  for (std::size_t k = 0; k < L; ++k) {
     if (plan.operands[1 + k].same_as < 0) {
-      s += std::string(first ? "" : ", ") + std::string(glsl_compute_type<U>()) + " l" + std::to_string(k);
+      s += std::string(first ? "" : ", ") + std::string(compute_type_of(plan.operands[1 + k].type)) + " l" + std::to_string(k);
       first = false;
     }
-    ++k;
-  });
+  }
   s += ") {\n" + em.body + "  return " + result + ";\n}\n\n";
 
   // Index of operand o for output element i (text), and the list of unique leaves.
@@ -658,6 +658,15 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   return kernel_source{std::move(s), std::move(readable), plan, {}};
 }
 
+/// The GLSL source of node n under plan. Throws kiln::shader_error for a malformed op body.
+template <class T, class N>
+kernel_source generate(const N& n, const kernel_plan& plan) {
+  emitter em(plan);
+  std::string readable;
+  const std::string result = em.emit(n, readable);
+  return assemble(plan, em, std::move(readable), result, glsl_compute_type<typename N::value_type>());
+}
+
 /// Calls f(scalar_node) for every scalar of n, in the order generate() numbers them.
 template <class N, class F>
 void for_each_scalar(const N& n, F&& f) {
@@ -775,11 +784,7 @@ kernel make_kernel(const tensor<T, B>& out, const N& n, plan_options opt = {}) {
     views[k] = broadcast_strides(t, out.shape());
     ++k;
   });
-  auto same_storage = [&](std::size_t a, std::size_t b) { return storage[a] == storage[b]; };
-  auto same_view = [&](std::size_t a, std::size_t b) {
-    return storage[a] == storage[b] && types[a] == types[b] && offsets[a] == offsets[b] && views[a] == views[b];
-  };
-  const kernel_plan plan = make_plan<L>(lay, types, offsets, same_storage, same_view, opt);
+  const kernel_plan plan = make_plan<L>(lay, types, offsets, storage, views, opt);
   const kernel_source& src = cached_source<T>(n, plan);
   return kernel{src, make_args<L>(lay, offsets, src.plan, n)};
 }
