@@ -38,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -227,36 +228,54 @@ class emitter {
       readable = "cast<" + std::string(dtype_name_v<To>) + ">(" + inner_r + ")";
       return define(std::string(glsl_compute_type<To>()), cast_text<To, From>(a));
     } else {
+      // Only the walk over the children is per expression type; the text work is emit_op's.
       using Op = typename N::op_type;
-      using V = typename N::value_type;
-      std::vector<std::string> args, names;
-      std::vector<std::string_view> arg_types;
+      constexpr std::size_t arity = std::tuple_size_v<decltype(n.args)>;
+      std::vector<std::string> args(arity), names(arity);
+      std::string_view arg_types[arity];
+      std::size_t i = 0;
       std::apply(
           [&](const auto&... c) {
-            ((args.push_back(emit(c, names.emplace_back())),
-              arg_types.push_back(glsl_compute_type<typename std::remove_cvref_t<decltype(c)>::value_type>())),
+            ((args[i] = emit(c, names[i]),
+              arg_types[i] = glsl_compute_type<typename std::remove_cvref_t<decltype(c)>::value_type>(), ++i),
              ...);
           },
           n.args);
-      readable = std::string(Op::name) + "(";
-      for (std::size_t i = 0; i < names.size(); ++i) readable += (i ? ", " : "") + names[i];
-      readable += ")";
-      constexpr std::size_t conds = condition_operands<Op>();
-      for (std::size_t i = 0; i < conds && i < args.size(); ++i) {
-        if (arg_types[i] != "bool") args[i] = "(" + args[i] + " != 0)";
-      }
-      // the operand type decides int vs float spelling (comparisons yield bool)
-      const std::string_view operand_type = arg_types.empty() ? "float" : arg_types.back();
-      std::string_view body_text = Op::glsl;
-      if constexpr (requires { Op::glsl_int; }) {
-        if (operand_type == "int") body_text = Op::glsl_int;
-      }
-      const std::string text = substitute(body_text, args, operand_type);
-      for (std::string& f : glsl_functions_of<Op>()) {
-        if (std::find(functions.begin(), functions.end(), f) == functions.end()) functions.push_back(std::move(f));
-      }
-      return define(std::string(glsl_compute_type<V>()), text);
+      return emit_op(op_text_of<Op>(), glsl_compute_type<typename N::value_type>(), args, names,
+                     std::span<const std::string_view>(arg_types, arity), readable);
     }
+  }
+
+  /// What the emitter needs of an op type, as values.
+  struct op_text {
+    std::string_view name, glsl, glsl_int;  // glsl_int empty: glsl serves ints too
+    std::size_t conditions;                 // leading operands read as bool (where's mask)
+    std::vector<std::string> (*functions)();
+  };
+  template <class Op>
+  static op_text op_text_of() {
+    std::string_view int_body;
+    if constexpr (requires { Op::glsl_int; }) int_body = Op::glsl_int;
+    return {Op::name, Op::glsl, int_body, condition_operands<Op>(), &glsl_functions_of<Op>};
+  }
+
+  std::string emit_op(const op_text& op, std::string_view type, std::vector<std::string>& args,
+                      const std::vector<std::string>& names, std::span<const std::string_view> arg_types,
+                      std::string& readable) {
+    readable = std::string(op.name) + "(";
+    for (std::size_t i = 0; i < names.size(); ++i) readable += (i ? ", " : "") + names[i];
+    readable += ")";
+    for (std::size_t i = 0; i < op.conditions && i < args.size(); ++i) {
+      if (arg_types[i] != "bool") args[i] = "(" + args[i] + " != 0)";
+    }
+    // the operand type decides int vs float spelling (comparisons yield bool)
+    const std::string_view operand_type = arg_types.empty() ? "float" : arg_types.back();
+    const std::string_view body_text = operand_type == "int" && !op.glsl_int.empty() ? op.glsl_int : op.glsl;
+    const std::string text = substitute(body_text, args, operand_type);
+    for (std::string& f : op.functions()) {
+      if (std::find(functions.begin(), functions.end(), f) == functions.end()) functions.push_back(std::move(f));
+    }
+    return define(std::string(type), text);
   }
 
   static std::string leaf_name(std::size_t id) {

@@ -32,32 +32,19 @@ inline plan_options plan_options_for(const context_state& ctx) {
   return plan_options{ctx.info().int64, ctx.texel_reads(), max_invocations};
 }
 
-/// out = n as one generated dispatch (shapes and aliasing already checked by assign).
-template <class T, class B, class N>
-void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
-  context_state& ctx = *out.storage()->ctx;
-  require_storage_width<T>(ctx);
-  for_each_leaf(n, [&](const auto& in) {
-    same_context(out, *in.storage(), "evaluate");
-    require_storage_width<typename std::remove_cvref_t<decltype(in)>::value_type>(ctx);
-  });
-
-  plan_options opt = plan_options_for(ctx);
-  for_each_leaf(n, [&](const auto& in) { opt.texel_reads = opt.texel_reads && ctx.texel_viewable(in.storage()->alloc()); });
-  const kernel kn = make_kernel(out, n, opt);
+/// Records one dispatch of kn writing os and reading the leaves' storages (in
+/// for_each_leaf order). Not a template: every statement shares this code.
+inline void record_kernel(context_state& ctx, const kernel& kn, const storage& os, std::span<const storage* const> leaves) {
   const kernel_plan& plan = kn.source.plan;
-
   // One binding per distinct buffer; the output's is the one written.
   std::vector<context_state::binding> b(plan.bindings);
-  const storage& os = *out.storage();
   b[plan.operands[0].binding] = {&os.alloc(), &os.access(), true};
-  std::size_t k = 1;
-  for_each_leaf(n, [&](const auto& in) {
-    const std::uint32_t slot = plan.operands[k++].binding;
+  for (std::size_t k = 0; k < leaves.size(); ++k) {
+    const std::uint32_t slot = plan.operands[k + 1].binding;
     if (slot != plan.operands[0].binding) {
-      b[slot] = {&in.storage()->alloc(), &in.storage()->access(), false, texel_binding(plan, slot)};
+      b[slot] = {&leaves[k]->alloc(), &leaves[k]->access(), false, texel_binding(plan, slot)};
     }
-  });
+  }
 
   const kernel_spec spec{kn.source.name, kn.source.glsl, {}, plan.bindings,
                          static_cast<std::uint32_t>(kn.args.push.size() * sizeof(std::uint32_t)), kn.source.expression,
@@ -71,6 +58,24 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
     groups = ctx.groups_for((kn.args.elements + per_step - 1) / per_step);
   }
   ctx.dispatch(spec, b, std::as_bytes(std::span(kn.args.push)), groups);
+}
+
+/// out = n as one generated dispatch (shapes and aliasing already checked by assign).
+template <class T, class B, class N>
+void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
+  context_state& ctx = *out.storage()->ctx;
+  require_storage_width<T>(ctx);
+  plan_options opt = plan_options_for(ctx);
+  const storage* leaves[leaf_count_v<N> + 1] = {};  // + 1: no zero-length array
+  std::size_t k = 0;
+  for_each_leaf(n, [&](const auto& in) {
+    same_context(out, *in.storage(), "evaluate");
+    require_storage_width<typename std::remove_cvref_t<decltype(in)>::value_type>(ctx);
+    opt.texel_reads = opt.texel_reads && ctx.texel_viewable(in.storage()->alloc());
+    leaves[k++] = in.storage().get();
+  });
+  const kernel kn = make_kernel(out, n, opt);
+  record_kernel(ctx, kn, *out.storage(), std::span<const storage* const>(leaves, k));
 }
 
 }  // namespace kiln::detail::vk
