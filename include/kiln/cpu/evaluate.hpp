@@ -139,31 +139,43 @@ T to_out(const V& v) {
   else return to_storage<T>(v);
 }
 
+/// One row: full batches, then a scalar tail. Each loop body is the whole fused tree
+/// inlined, so there is ONE vector loop (streaming, plain or scattered stores are a
+/// predictable branch on the store alone) and ONE scalar loop (the head that aligns
+/// streaming stores and the tail run through it in two passes): every extra copy of the
+/// tree cost compile time per statement, and none of them was measurably faster.
 template <class A, bool Contig, class T, class Ev>
 KILN_CPU_FLATTEN void run_row(Ev& ev, T* orow, index_t oin, index_t len, bool stream) {
+  constexpr bool vector = simd::enabled<A>;
   index_t i = 0;
-  if constexpr (simd::enabled<A>) {
-    constexpr auto W = static_cast<index_t>(simd::lanes<A>);
-    bool done = false;
-    if constexpr (Contig && simd::can_stream<A, T>) {
-      if (stream) {
-        while (i < len && reinterpret_cast<std::uintptr_t>(orow + i) % A::alignment() != 0) {
-          orow[i] = to_out<T>(ev.one(i));
-          ++i;
-        }
-        for (; i + W <= len; i += W) simd::stream<A>(orow + i, ev.template vec<true>(i));
-        done = true;
-      }
-    }
-    if (!done) {
-      if (Contig || oin == 1) {
-        for (; i + W <= len; i += W) simd::store<A>(orow + i, ev.template vec<Contig>(i));
-      } else {
-        for (; i + W <= len; i += W) simd::scatter<A>(orow + i * oin, oin, ev.template vec<Contig>(i));
-      }
+  index_t stop = vector ? 0 : len;  // end of the current scalar pass
+  if constexpr (vector && Contig && simd::can_stream<A, T>) {
+    if (stream) {  // scalars up to the first aligned address
+      const auto misaligned = reinterpret_cast<std::uintptr_t>(orow) % A::alignment();
+      const index_t head = misaligned ? static_cast<index_t>((A::alignment() - misaligned) / sizeof(T)) : 0;
+      stop = std::min(len, head);
     }
   }
-  for (; i < len; ++i) orow[i * oin] = to_out<T>(ev.one(i));
+  for (int pass = vector ? 0 : 1; pass < 2; ++pass) {
+    for (; i < stop; ++i) orow[i * oin] = to_out<T>(ev.one(i));
+    if (pass == 1) break;
+    if constexpr (vector) {
+      constexpr auto W = static_cast<index_t>(simd::lanes<A>);
+      for (; i + W <= len; i += W) {
+        const auto v = ev.template vec<Contig>(i);
+        if constexpr (Contig && simd::can_stream<A, T>) {
+          if (stream) simd::stream<A>(orow + i, v);
+          else simd::store<A>(orow + i, v);
+        } else if constexpr (Contig) {
+          simd::store<A>(orow + i, v);
+        } else {
+          if (oin == 1) simd::store<A>(orow + i, v);
+          else simd::scatter<A>(orow + i * oin, oin, v);
+        }
+      }
+    }
+    stop = len;
+  }
 }
 
 template <class A, bool Contig, std::size_t L, class T, class N>
