@@ -2,7 +2,8 @@
 // and how statements use it: every chunk runs once, results are bit-identical to one
 // thread whatever the thread count, nested loops and several user threads neither
 // deadlock nor mix results, an exception reaches the caller without hanging it, a caller
-// never waits for a worker that has not started, per-thread scratch is reused, and the
+// never waits for a worker that has not started nor for the unstarted part of a stalled
+// worker's batch, per-thread scratch is reused, and the
 // cost hints decide the thread count.
 #include <gtest/gtest.h>
 
@@ -222,6 +223,35 @@ TEST(scheduler, caller_never_waits_for_a_busy_or_late_worker) {
   EXPECT_FALSE(release.load());  // finished while every worker was still held
   release = true;
   blocker.join();
+}
+
+TEST(scheduler, a_stalled_worker_holds_only_the_chunk_it_runs) {
+  // A worker that stops in its first chunk (as if descheduled) keeps only that chunk: the
+  // caller takes over the rest of the worker's batch.
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> by_caller{0}, by_others{0};
+  std::atomic<bool> other_started{false};
+  std::vector<std::atomic<int>> hits(256);
+  pool().parallel_for(256, 1, 2, [&](index_t b, index_t e) {
+    for (index_t i = b; i < e; ++i) ++hits[static_cast<std::size_t>(i)];
+    if (std::this_thread::get_id() == caller) {
+      if (by_caller++ == 0) {  // give a worker the time to claim a batch
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (!other_started.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      }
+    } else {
+      ++by_others;
+      other_started = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  if (other_started.load()) {
+    EXPECT_EQ(by_others.load(), 1);  // its batch was more than one chunk: the rest was taken
+    EXPECT_EQ(by_caller.load(), 255);
+  } else {
+    ADD_FAILURE() << "no worker started within 2 s";
+  }
 }
 
 TEST(scheduler, scratch_is_aligned_reused_and_per_thread) {

@@ -49,10 +49,11 @@ inline constexpr double byte_cost = 0.25;
 /// least this much. (Two threads from ~130K elements for an add of two floats, from ~35K
 /// for the gelu chain.)
 inline constexpr double min_work_per_thread = double(1 << 18);
-/// The work of one chunk (~4.5 us there): large enough that claiming it (one atomic add on
-/// a shared cache line) is lost in it, small enough that a thread preempted while it
-/// holds one delays the statement little. Never below min_chunk_bytes of output.
-inline constexpr double chunk_work = double(1 << 17);
+/// The work of one chunk (~2.3 us there): large enough that claiming it (a compare-and-
+/// swap on a line its thread owns, usually) is lost in it, small enough that a thread
+/// preempted in the middle of one delays the statement little (the rest of its batch is
+/// taken over by the others). Never below min_chunk_bytes of output.
+inline constexpr double chunk_work = double(1 << 16);
 inline constexpr std::size_t min_chunk_bytes = std::size_t(16) << 10;
 /// Outputs at least this large bypass the cache: they will not be read back from it soon.
 inline constexpr std::size_t stream_min_bytes = std::size_t(16) << 20;

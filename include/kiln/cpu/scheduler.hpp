@@ -1,7 +1,10 @@
 // kiln/cpu/scheduler.hpp — the CPU backend's threads: one pool per process, where the
 // calling thread works too and work is claimed in chunks from an atomic counter, so that
 // a worker the OS has not scheduled (a core busy with another process) never stalls a
-// statement: the caller waits only for chunks some thread has actually claimed.
+// statement: the caller waits only for chunks some thread has actually started. A
+// thread claims a batch of chunks at a time into a range of its own, and a thread that
+// runs out takes half of the largest range left: a worker preempted in the middle of a
+// batch holds up only the one chunk it is running.
 //
 // Also per-thread scratch memory, allocated once and reused, for the kernels that need
 // private buffers (GEMM packing).
@@ -101,21 +104,29 @@ class cpu_scheduler {
   void parallel_for(index_t n, index_t chunk, int threads, F&& body) {
     if (n <= 0) return;
     chunk = std::max<index_t>(chunk, 1);
-    const index_t chunks = (n - 1) / chunk + 1;
+    index_t chunks = (n - 1) / chunk + 1;
     if (threads <= 1 || chunks <= 1 || cpu_nesting > 0) {
       nesting_guard g;
       body(index_t(0), n);
       return;
     }
+    if (chunks > max_chunks) {  // ranges pack two chunk indices into one 64-bit word
+      chunk = (n - 1) / max_chunks + 1;
+      chunks = (n - 1) / chunk + 1;
+    }
     using Fn = std::remove_reference_t<F>;
-    auto j = std::make_shared<job>();
+    const int helpers = static_cast<int>(std::min<index_t>(threads - 1, chunks - 1));
+    auto j = std::make_shared<job>(helpers + 1);
     j->run = [](void* f, index_t b, index_t e) { (*static_cast<Fn*>(f))(b, e); };
     j->body = const_cast<void*>(static_cast<const void*>(std::addressof(body)));
     j->n = n;
     j->chunk = chunk;
     j->chunks = chunks;
-    post(j, static_cast<int>(std::min<index_t>(threads - 1, chunks - 1)));
-    work(*j);
+    // a few batches per thread: few claims on the shared counter, and stealing evens out
+    // the rest
+    j->batch = std::clamp<index_t>(chunks / (4 * (helpers + 1)), 1, 64);
+    post(j, helpers);
+    work(*j, 0);
     retract(j);
     wait(*j);
     if (j->error) std::rethrow_exception(j->error);
@@ -158,16 +169,35 @@ class cpu_scheduler {
   }
 
  private:
+  /// Chunk indices are packed in pairs into 64-bit words.
+  static constexpr index_t max_chunks = index_t(1) << 31;
+
+  /// A range of chunks [begin, end) that one thread works through from the front while
+  /// others may take its back half: both ends in one word, so that an owner's claim and a
+  /// thief's split are single compare-and-swaps and never overlap.
+  struct alignas(64) range {
+    std::atomic<std::uint64_t> bounds{0};
+    static std::uint64_t pack(index_t b, index_t e) noexcept {
+      return std::uint64_t(b) << 32 | std::uint64_t(e);
+    }
+    static index_t begin(std::uint64_t v) noexcept { return index_t(v >> 32); }
+    static index_t end(std::uint64_t v) noexcept { return index_t(v & 0xFFFFFFFFu); }
+  };
+
   struct job {
+    explicit job(int participants) : ranges(new range[static_cast<std::size_t>(participants)]), slots(participants) {}
     void (*run)(void*, index_t, index_t) = nullptr;
     void* body = nullptr;  // lives on the caller's stack: touched only for claimed chunks
-    index_t n = 0, chunk = 0, chunks = 0;
-    alignas(64) std::atomic<index_t> next{0};  // the next chunk to claim
-    alignas(64) std::atomic<index_t> done{0};  // chunks claimed and finished
+    index_t n = 0, chunk = 0, chunks = 0, batch = 1;
+    std::unique_ptr<range[]> ranges;           // one per participant; the caller's is 0
+    int slots = 0;
+    alignas(64) std::atomic<index_t> next{0};  // the first chunk no batch has claimed
+    alignas(64) std::atomic<index_t> done{0};  // chunks finished (or skipped after an error)
     std::atomic<int> finished{0};              // 1 once done == chunks
     std::atomic<bool> failed{false};
     std::exception_ptr error;  // written by the one thread that set `failed`
     int wanted = 0;            // helpers still to attach (guarded by the pool mutex)
+    int attached = 1;          // participants so far, the caller included (same)
   };
 
   struct nesting_guard {
@@ -218,35 +248,95 @@ class cpu_scheduler {
     }
   }
 
-  /// Claims and runs chunks of j until none is left.
-  static void work(job& j) {
+  /// Runs chunks of j as participant `slot` until none is left to claim or take.
+  static void work(job& j, int slot) {
+    range& own = j.ranges[static_cast<std::size_t>(slot)];
     for (;;) {
-      const index_t c = j.next.fetch_add(1, std::memory_order_relaxed);
-      if (c >= j.chunks) return;
-      if (!j.failed.load(std::memory_order_relaxed)) {
-        const index_t b = c * j.chunk;
-        const index_t e = std::min(j.n, b + j.chunk);
-        try {
-          nesting_guard g;
-          j.run(j.body, b, e);
-        } catch (...) {
-          if (!j.failed.exchange(true, std::memory_order_relaxed)) j.error = std::current_exception();
+      run_own(j, own);
+      const index_t c = j.next.fetch_add(j.batch, std::memory_order_relaxed);
+      if (c < j.chunks) {
+        own.bounds.store(range::pack(c, std::min(c + j.batch, j.chunks)), std::memory_order_release);
+        continue;
+      }
+      if (!steal(j, slot)) return;
+    }
+  }
+
+  /// Works through the front of `own` one chunk at a time until it is empty (thieves may
+  /// shrink it from the back meanwhile).
+  static void run_own(job& j, range& own) {
+    index_t finished_here = 0;
+    std::uint64_t v = own.bounds.load(std::memory_order_acquire);
+    for (;;) {
+      const index_t b = range::begin(v), e = range::end(v);
+      if (b >= e) break;
+      if (!own.bounds.compare_exchange_weak(v, range::pack(b + 1, e), std::memory_order_acq_rel)) continue;
+      run_chunk(j, b);
+      ++finished_here;
+      v = own.bounds.load(std::memory_order_acquire);
+    }
+    if (finished_here) finish(j, finished_here);
+  }
+
+  static void run_chunk(job& j, index_t c) {
+    if (j.failed.load(std::memory_order_relaxed)) return;  // after an error: skipped, still counted
+    const index_t b = c * j.chunk;
+    const index_t e = std::min(j.n, b + j.chunk);
+    try {
+      nesting_guard g;
+      j.run(j.body, b, e);
+    } catch (...) {
+      if (!j.failed.exchange(true, std::memory_order_relaxed)) j.error = std::current_exception();
+    }
+  }
+
+  static void finish(job& j, index_t count) {
+    // acq_rel: these chunks' writes (and the error) reach whoever sees the final count
+    if (j.done.fetch_add(count, std::memory_order_acq_rel) + count == j.chunks) {
+      j.finished.store(1, std::memory_order_release);
+      j.finished.notify_all();
+    }
+  }
+
+  /// Moves the back half of the largest other range (all of it when one chunk is left)
+  /// into slot's own range. False when every range is empty.
+  static bool steal(job& j, int slot) {
+    range& own = j.ranges[static_cast<std::size_t>(slot)];
+    for (;;) {
+      int victim = -1;
+      index_t most = 0;
+      std::uint64_t seen = 0;
+      for (int s = 0; s < j.slots; ++s) {
+        if (s == slot) continue;
+        const std::uint64_t v = j.ranges[static_cast<std::size_t>(s)].bounds.load(std::memory_order_acquire);
+        const index_t left = range::end(v) - range::begin(v);
+        if (left > most) {
+          most = left;
+          victim = s;
+          seen = v;
         }
       }
-      // acq_rel: this chunk's writes (and the error) reach whoever sees the final count
-      if (j.done.fetch_add(1, std::memory_order_acq_rel) + 1 == j.chunks) {
-        j.finished.store(1, std::memory_order_release);
-        j.finished.notify_all();
+      if (victim < 0) return false;
+      const index_t b = range::begin(seen), e = range::end(seen);
+      const index_t mid = b + (e - b) / 2;
+      if (j.ranges[static_cast<std::size_t>(victim)].bounds.compare_exchange_strong(seen, range::pack(b, mid),
+                                                                                    std::memory_order_acq_rel)) {
+        own.bounds.store(range::pack(mid, e), std::memory_order_release);
+        return true;
       }
     }
   }
 
-  /// Waits for the chunks other threads claimed (and only those: every chunk is claimed
-  /// by the time the caller's own work() returns).
+  /// Waits for the chunks other threads have started, taking over what they have not
+  /// started yet (a thread descheduled in the middle of its range) while it polls.
   static void wait(job& j) {
     if (j.finished.load(std::memory_order_acquire)) return;
     const auto until = std::chrono::steady_clock::now() + caller_spin;
     for (int i = 0; !j.finished.load(std::memory_order_acquire); ++i) {
+      if (steal(j, 0)) {
+        run_own(j, j.ranges[0]);
+        continue;
+      }
       cpu_relax();
       if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) {
         j.finished.wait(0, std::memory_order_acquire);
@@ -264,6 +354,7 @@ class cpu_scheduler {
         if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
       }
       std::shared_ptr<job> j;
+      int slot = 0;
       {
         std::unique_lock lk(mutex_);
         ++sleeping_;
@@ -271,10 +362,11 @@ class cpu_scheduler {
         --sleeping_;
         if (stop_) return;
         j = jobs_.front();
+        slot = j->attached++;
         if (--j->wanted == 0) jobs_.pop_front();
         seen = posted_.load(std::memory_order_relaxed);
       }
-      work(*j);
+      work(*j, slot);
     }
   }
 
