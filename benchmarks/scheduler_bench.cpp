@@ -25,8 +25,10 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -171,7 +173,8 @@ void gelu_pair(benchmark::State& state, index n, bool busy) {
   }
   world& one = get_world(n, 1);
   world& two = get_world(n, 2);
-  static kiln_bench::verdict v1, v2;  // per binary: both sizes share the same code path
+  static std::map<index, std::pair<kiln_bench::verdict, kiln_bench::verdict>> verdicts;  // per size
+  auto& [v1, v2] = verdicts[n];
   const bool ok = kiln_bench::verified(state, v1, [&] {
     return kiln_bench::check_output(one.y.data(), n, [&] { one.run(); }, [&](index i) { return one.reference(i); });
   }) && kiln_bench::verified(state, v2, [&] {

@@ -44,11 +44,12 @@ namespace kiln::detail::cpu_loop {
 /// EPYC, where a unit is ~0.035 ns): an element costs its tree's op costs plus byte_cost
 /// per byte it reads or writes (a copy ~0.1 ns per float, an add ~0.13 ns).
 inline constexpr double byte_cost = 0.25;
-/// Work that pays for one more thread (~9 us there): posting a job and waking a worker
-/// cost a few microseconds of the caller's time, so each thread a statement uses gets at
-/// least this much. (Two threads from ~130K elements for an add of two floats, from ~35K
-/// for the gelu chain.)
-inline constexpr double min_work_per_thread = double(1 << 18);
+/// Work that pays for one more thread (~18 us there): posting a job and handing it to a
+/// worker cost the caller microseconds, so each thread a statement uses gets at least this
+/// much. Measured there: a 65K-float gelu chain (~35 us) ran no faster on two threads than
+/// on one, 262K floats ran ~1.4x faster. (Two threads from ~260K elements for an add of
+/// two floats, from ~70K for the gelu chain.)
+inline constexpr double min_work_per_thread = double(1 << 19);
 /// The work of one chunk (~2.3 us there): large enough that claiming it (a compare-and-
 /// swap on a line its thread owns, usually) is lost in it, small enough that a thread
 /// preempted in the middle of one delays the statement little (the rest of its batch is

@@ -81,12 +81,13 @@ inline thread_local std::vector<cpu_scratch_block> cpu_scratch_blocks;
 class cpu_scheduler {
  public:
   /// How long an idle worker polls for the next job before it sleeps. Back-to-back
-  /// statements then skip the futex wake (tens of microseconds when the core went idle);
-  /// short, because on a machine shared with other processes a spinning worker takes their
-  /// time.
+  /// statements then skip the futex wake; short, because on a machine shared with other
+  /// processes a spinning worker takes their time. Measured (gelu chain, 2 threads against
+  /// 1, statements back to back): no spin, 262K floats 1.12x slower; 50 us, 1.4x faster;
+  /// 200 us, 1.56x faster, but each idle worker burns four times as long after a statement.
   static constexpr std::chrono::microseconds worker_spin{50};
-  /// How long a caller whose own claims are exhausted polls for the chunks other threads
-  /// still hold before it sleeps: a chunk is a few microseconds of work.
+  /// How long a caller with nothing left to claim polls (taking over any chunks a stalled
+  /// thread has not started) before it sleeps: a chunk is a few microseconds of work.
   static constexpr std::chrono::microseconds caller_spin{100};
 
   static cpu_scheduler& instance() {
@@ -97,7 +98,7 @@ class cpu_scheduler {
   /// Runs body(begin, end) over [0, n) in chunks of `chunk` elements (the last one may be
   /// shorter; chunk starts are multiples of `chunk`) on at most `threads` threads: the
   /// caller and up to threads - 1 pool workers. Returns when every chunk has run. The first
-  /// exception a chunk throws is rethrown here after the chunks already claimed are done;
+  /// exception a chunk throws is rethrown here once the chunks already started are done;
   /// chunks not yet started are skipped. Called from inside a body (a nested loop), it runs
   /// inline on the calling thread: the outer loop already occupies the threads.
   template <class F>
@@ -111,7 +112,7 @@ class cpu_scheduler {
       return;
     }
     if (chunks > max_chunks) {  // ranges pack two chunk indices into one 64-bit word
-      chunk = (n - 1) / max_chunks + 1;
+      chunk *= (chunks - 1) / max_chunks + 1;  // a multiple of the original: alignment kept
       chunks = (n - 1) / chunk + 1;
     }
     using Fn = std::remove_reference_t<F>;
