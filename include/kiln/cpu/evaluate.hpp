@@ -40,9 +40,9 @@
 namespace kiln::detail::cpu_loop {
 
 /// The work model, in cost units (one cheap vector op on one element: expr/traverse.hpp's
-/// op_cost_v, whose hints were measured in cache, one thread, AVX-512 on a 2.45 GHz
-/// EPYC, where a unit is ~0.035 ns): an element costs its tree's op costs plus byte_cost
-/// per byte it reads or writes (a copy ~0.1 ns per float, an add ~0.13 ns).
+/// op_cost_v, whose hints were measured in cache, one thread, AVX2 + FMA on a 2.45 GHz
+/// EPYC (Zen 3), where a unit is ~0.035 ns): an element costs its tree's op costs plus
+/// byte_cost per byte it reads or writes (a copy ~0.1 ns per float, an add ~0.13 ns).
 inline constexpr double byte_cost = 0.25;
 /// Work that pays for one more thread (~18 us there): posting a job and handing it to a
 /// worker cost the caller microseconds, so each thread a statement uses gets at least this
