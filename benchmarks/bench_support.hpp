@@ -16,15 +16,13 @@
 #include <string>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
+#include <kiln/cpu/scheduler.hpp>
 
 namespace kiln_bench {
 
 using index = std::int64_t;
 
-/// Per-benchmark settings: wall time, since the work runs on OpenMP threads too. The
+/// Per-benchmark settings: wall time, since the work runs on pool threads too. The
 /// run length, repetitions and median-only output are defaults of the command line
 /// instead (see run_main), so that flags can shorten a smoke run and names stay short.
 inline benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b) {
@@ -39,36 +37,25 @@ inline void set_bytes(benchmark::State& state, double bytes_per_iteration) {
   state.counters["GB"] = benchmark::Counter(total / 1e9, benchmark::Counter::kIsRate);
 }
 
-/// Runs f(begin, end) on `threads` OpenMP threads over [0, n), split into contiguous
-/// chunks whose starts are multiples of 64 elements (cache-line and vector aligned),
-/// the same split kiln's CPU loop uses. One parallel region per call.
+/// Runs f(begin, end) on `threads` threads over [0, n), split into `threads` contiguous
+/// parts whose starts are multiples of 64 elements (cache-line and vector aligned), as
+/// static-split peers run. The parts go to kiln's thread pool, so that the peers and kiln
+/// share one set of threads, as they shared one OpenMP team before kiln had its own pool:
+/// two pools in one process would take turns spinning on each other's cores (libgomp's
+/// workers spin for milliseconds after each region). The pool gives a part whose thread
+/// has not started to a thread that is free, which can only help the peer.
 template <class F>
 void split_range(index n, int threads, F&& f) {
-#if defined(_OPENMP)
-  if (threads > 1) {
-#pragma omp parallel num_threads(threads)
-    {
-      const index m = omp_get_num_threads(), t = omp_get_thread_num();
-      const index per = ((n + m - 1) / m + 63) / 64 * 64;
-      const index b = std::min(n, t * per), e = std::min(n, b + per);
-      if (b < e) f(b, e);
-    }
+  if (threads <= 1 || n <= 64) {
+    f(index(0), n);
     return;
   }
-#endif
-  (void)threads;
-  f(index(0), n);
+  const index per = ((n + threads - 1) / threads + 63) / 64 * 64;
+  kiln::detail::cpu_scheduler::instance().parallel_for(n, per, threads, f);
 }
 
-/// Thread counts to register: 2-thread variants only exist when OpenMP is on (without it
-/// every "2T" variant would silently run on one thread).
-inline std::vector<int> thread_counts() {
-#if defined(_OPENMP)
-  return {1, 2};
-#else
-  return {1};
-#endif
-}
+/// Thread counts to register.
+inline std::vector<int> thread_counts() { return {1, 2}; }
 
 /// n floats, uniform in [lo, hi), reproducible per seed.
 inline std::vector<float> random_floats(std::size_t n, float lo, float hi, std::uint64_t seed) {

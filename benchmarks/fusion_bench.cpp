@@ -1,6 +1,6 @@
 // benchmarks/fusion_bench.cpp — fused elementwise chains over 16M floats, kiln beside
-// its peers in one binary: Eigen array expressions (1 thread, and split over 2 OpenMP
-// threads), xtensor with xsimd (1 thread), an eager baseline (one primitive op per pass,
+// its peers in one binary: Eigen array expressions (1 thread, and split in halves over 2
+// threads of kiln's pool: kiln_bench::split_range), xtensor with xsimd (1 thread), an eager baseline (one primitive op per pass,
 // every intermediate materialised, as an eager array library runs the chain: here each
 // pass is one Eigen statement, split over the threads), kiln's own unfused twin (the same
 // passes as kiln statements: kiln's kernels, streaming stores), and a STREAM triad with

@@ -1,5 +1,6 @@
-// kiln/cpu/backend.hpp — kiln::cpu<Arch>: host memory, xsimd loops, OpenMP threads.
-// The context holds the thread count (KILN_NUM_THREADS, default: every core) and counts
+// kiln/cpu/backend.hpp — kiln::cpu<Arch>: host memory, xsimd loops, kiln's thread pool.
+// The context holds the thread count (KILN_NUM_THREADS, default: every core this process
+// may run on) and counts
 // the fused loops it runs; storage is 64-byte-aligned host memory, and a large block is
 // 2 MiB-aligned and backed by transparent huge pages where Linux offers them on request
 // (KILN_HUGE_PAGES=off turns that off): a streaming loop over many large operands then
@@ -14,7 +15,6 @@
 #include <memory>
 #include <new>
 #include <string>
-#include <thread>
 
 #if defined(__linux__)
 #include <sys/mman.h>  // madvise(MADV_HUGEPAGE)
@@ -24,11 +24,9 @@
 
 #include "kiln/core/backend.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/cpu/scheduler.hpp"
 #include "kiln/detail/env.hpp"
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 namespace kiln {
 
@@ -100,11 +98,7 @@ inline int default_thread_count() {
     }
     return static_cast<int>(v);
   }
-#if defined(_OPENMP)
-  return omp_get_num_procs();
-#else
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-#endif
+  return usable_cores();
 }
 
 template <class Arch, class T, class N>

@@ -1,8 +1,10 @@
 // kiln/cpu/evaluate.hpp — an expression tree -> one pass over the output.
 //
-// The output range is split into per-thread chunks aligned to 64 elements, over the
-// collapsed iteration space of expr/layout.hpp (most statements are one long row, or
-// rows of a bias/row broadcast). Each row runs an xsimd
+// The output range, over the collapsed iteration space of expr/layout.hpp (most
+// statements are one long row, or rows of a bias/row broadcast), is cut into chunks
+// aligned to 64 elements that the caller and the pool's workers claim (cpu/scheduler.hpp);
+// how many threads a statement uses follows from its work: elements times the ops' cost
+// hints plus the bytes it moves. Each row runs an xsimd
 // loop over full batches and a scalar tail. Leaves whose innermost stride is 1 are
 // vector loads; stride 0 is a broadcast register; anything else is gathered. Large
 // contiguous float/int32 outputs use streaming (non-temporal) stores. No allocation.
@@ -18,6 +20,7 @@
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor.hpp"
 #include "kiln/cpu/backend.hpp"
+#include "kiln/cpu/scheduler.hpp"
 #include "kiln/cpu/simd.hpp"
 #include "kiln/expr/assign.hpp"
 #include "kiln/expr/convert.hpp"
@@ -36,10 +39,44 @@
 
 namespace kiln::detail::cpu_loop {
 
-/// Output extents below this run on one thread (thread start-up costs more than the work).
-inline constexpr index_t min_parallel_elements = index_t(1) << 15;
+/// The work model, in cost units (one cheap vector op on one element: expr/traverse.hpp's
+/// op_cost_v, whose hints were measured in cache, one thread, AVX2 + FMA on a 2.45 GHz
+/// EPYC (Zen 3), where a unit is ~0.035 ns): an element costs its tree's op costs plus
+/// byte_cost per byte it reads or writes (a copy ~0.1 ns per float, an add ~0.13 ns).
+inline constexpr double byte_cost = 0.25;
+/// Work that pays for one more thread (~18 us there): posting a job and handing it to a
+/// worker cost the caller microseconds, so each thread a statement uses gets at least this
+/// much. Measured there: a 65K-float gelu chain (~35 us) ran no faster on two threads than
+/// on one, 262K floats ran ~1.4x faster. (Two threads from ~260K elements for an add of
+/// two floats, from ~70K for the gelu chain.)
+inline constexpr double min_work_per_thread = double(1 << 19);
+/// The work of one chunk (~2.3 us there): large enough that claiming it (a compare-and-
+/// swap on a line its thread owns, usually) is lost in it, small enough that a thread
+/// preempted in the middle of one delays the statement little (the rest of its batch is
+/// taken over by the others). Never below min_chunk_bytes of output.
+inline constexpr double chunk_work = double(1 << 16);
+inline constexpr std::size_t min_chunk_bytes = std::size_t(16) << 10;
 /// Outputs at least this large bypass the cache: they will not be read back from it soon.
 inline constexpr std::size_t stream_min_bytes = std::size_t(16) << 20;
+
+struct thread_plan {
+  int threads;    // 1: run inline
+  index_t chunk;  // elements per claimed chunk, a multiple of 64
+};
+
+/// How a statement writing `total` elements of T from tree N runs on at most
+/// `max_threads` threads: one thread per min_work_per_thread of work, chunks of
+/// chunk_work (at least min_chunk_bytes of output, whole cache lines, so that streaming
+/// stores and neighbouring chunks never share a line).
+template <class T, class N>
+thread_plan plan_threads(index_t total, int max_threads) {
+  constexpr double per_element = tree_cost_v<N> + byte_cost * double(leaf_bytes_v<N> + sizeof(T));
+  const double work = per_element * double(total);
+  const int nt = static_cast<int>(std::clamp(work / min_work_per_thread, 1.0, double(std::max(1, max_threads))));
+  const auto floor_elems = static_cast<index_t>(min_chunk_bytes / sizeof(T));
+  const auto by_work = static_cast<index_t>(chunk_work / per_element);
+  return {nt, (std::max(floor_elems, by_work) + 63) / 64 * 64};
+}
 
 /// Hands out the leaves' strides in for_each_leaf order while a tree is bound.
 template <std::size_t L>
@@ -231,24 +268,9 @@ void cpu_evaluate(const cpu_state& state, const tensor<T, cpu<Arch>>& out, const
     else run_range<Arch, false>(lay, base, n, b, e, stream);
   };
 
-  const index_t want = std::max<index_t>(1, total / min_parallel_elements);
-  const int nt = static_cast<int>(std::min<index_t>(state.num_threads, want));
-#if defined(_OPENMP)
-  if (nt > 1) {
-#pragma omp parallel num_threads(nt)
-    {
-      const index_t m = omp_get_num_threads(), t = omp_get_thread_num();
-      const index_t per = ((total + m - 1) / m + 63) / 64 * 64;  // cache-line-aligned chunks
-      const index_t b = std::min(total, t * per), e = std::min(total, b + per);
-      if (b < e) run(b, e);
-    }
-  } else {
-    run(0, total);
-  }
-#else
-  (void)nt;
-  run(0, total);
-#endif
+  const auto p = plan_threads<T, N>(total, state.num_threads);
+  if (p.threads <= 1) run(0, total);
+  else cpu_scheduler::instance().parallel_for(total, p.chunk, p.threads, run);
   state.kernels_launched.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -14,6 +14,7 @@ namespace kiln {
 
 struct div_op {
   static constexpr std::string_view name = "div";
+  static constexpr int cost = 2;  // work hint (detail::op_cost_v): a vector division
   static std::int32_t int_div(std::int32_t a, std::int32_t b) {
     if (b == 0) return 0;
     if (b == -1) return static_cast<std::int32_t>(0u - static_cast<std::uint32_t>(a));

@@ -68,6 +68,7 @@ inline std::string exp_glsl() {
 
 struct exp_op {
   static constexpr std::string_view name = "exp";
+  static constexpr int cost = 10;  // work hint (detail::op_cost_v): range reduction and a degree-4 polynomial
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {

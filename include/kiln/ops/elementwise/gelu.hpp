@@ -32,6 +32,7 @@ inline constexpr float gelu_saturation = static_cast<float>(erf_saturation * sqr
 
 struct gelu_op {
   static constexpr std::string_view name = "gelu";
+  static constexpr int cost = 9;  // work hint (detail::op_cost_v): erf's rational fit and two multiply-adds
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& x) {

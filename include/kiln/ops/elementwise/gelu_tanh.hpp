@@ -15,6 +15,7 @@ namespace kiln {
 
 struct gelu_tanh_op {
   static constexpr std::string_view name = "gelu_tanh";
+  static constexpr int cost = 16;  // work hint (detail::op_cost_v): tanh's rational fit and a cubic
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {

@@ -13,6 +13,7 @@ namespace kiln {
 
 struct log_op {
   static constexpr std::string_view name = "log";
+  static constexpr int cost = 19;  // work hint (detail::op_cost_v): xsimd's log
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {

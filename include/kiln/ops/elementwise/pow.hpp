@@ -12,6 +12,7 @@ namespace kiln {
 
 struct pow_op {
   static constexpr std::string_view name = "pow";
+  static constexpr int cost = 70;  // work hint (detail::op_cost_v): log, exp and the special cases
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a, const V& b) {

@@ -13,6 +13,7 @@ namespace kiln {
 
 struct rsqrt_op {
   static constexpr std::string_view name = "rsqrt";
+  static constexpr int cost = 7;  // work hint (detail::op_cost_v): a square root and a division
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {

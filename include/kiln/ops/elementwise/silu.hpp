@@ -15,6 +15,7 @@ namespace kiln {
 
 struct silu_op {
   static constexpr std::string_view name = "silu";
+  static constexpr int cost = 14;  // work hint (detail::op_cost_v): exp and a division
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {

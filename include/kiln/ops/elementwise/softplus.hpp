@@ -15,6 +15,7 @@ namespace kiln {
 
 struct softplus_op {
   static constexpr std::string_view name = "softplus";
+  static constexpr int cost = 56;  // work hint (detail::op_cost_v): exp and xsimd's log1p
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {

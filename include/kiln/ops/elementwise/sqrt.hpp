@@ -13,6 +13,7 @@ namespace kiln {
 
 struct sqrt_op {
   static constexpr std::string_view name = "sqrt";
+  static constexpr int cost = 3;  // work hint (detail::op_cost_v): a vector square root
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {

@@ -48,6 +48,7 @@ inline std::string tanh_glsl() {
 
 struct tanh_op {
   static constexpr std::string_view name = "tanh";
+  static constexpr int cost = 9;  // work hint (detail::op_cost_v): a rational fit: two polynomials and a division
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& a) {

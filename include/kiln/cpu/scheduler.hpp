@@ -1,0 +1,383 @@
+// kiln/cpu/scheduler.hpp — the CPU backend's threads: one pool per process, where the
+// calling thread works too and work is claimed in chunks from an atomic counter, so that
+// a worker the OS has not scheduled (a core busy with another process) never stalls a
+// statement: the caller waits only for chunks some thread has actually started. A
+// thread claims a batch of chunks at a time into a range of its own, and a thread that
+// runs out takes half of the largest range left: a worker preempted in the middle of a
+// batch holds up only the one chunk it is running.
+//
+// Also per-thread scratch memory, allocated once and reused, for the kernels that need
+// private buffers (GEMM packing).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#if defined(__linux__)
+#include <sched.h>  // sched_getaffinity: the cores this process may run on
+#endif
+#if defined(__SSE2__)
+#include <immintrin.h>  // _mm_pause
+#endif
+
+#include "kiln/core/error.hpp"
+#include "kiln/core/shape.hpp"
+
+namespace kiln::detail {
+
+/// The number of cores this process may run on (its affinity mask, so that `taskset` and
+/// container CPU sets are respected), at least 1.
+inline int usable_cores() {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+inline void cpu_relax() noexcept {
+#if defined(__SSE2__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// Which nesting level of parallel work this thread is in: 0 outside any, n inside the
+/// body of a level-n loop. A loop started at level > 0 runs inline (see parallel_for), and
+/// scratch buffers are kept per level so that a nested kernel never overwrites its caller's.
+inline thread_local int cpu_nesting = 0;
+
+/// One 64-byte-aligned block per (thread, nesting level), grown on demand, freed when the
+/// thread exits.
+struct cpu_scratch_block {
+  struct free_aligned {
+    void operator()(std::byte* p) const noexcept { ::operator delete(p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<std::byte, free_aligned> ptr;
+  std::size_t bytes = 0;
+};
+inline thread_local std::vector<cpu_scratch_block> cpu_scratch_blocks;
+
+/// The pool. Created on first parallel use; its workers (started as statements ask for
+/// them, up to the largest thread count asked for) sleep on a condition variable between
+/// jobs after a short spin. One pool per process rather than per context: contexts are
+/// cheap and often many (one per test, per library), and several pools would oversubscribe
+/// the cores whenever two contexts run at once.
+class cpu_scheduler {
+ public:
+  /// How long an idle worker polls for the next job before it sleeps. Back-to-back
+  /// statements then skip the futex wake; short, because on a machine shared with other
+  /// processes a spinning worker takes their time. Measured (gelu chain, 2 threads against
+  /// 1, statements back to back): no spin, 262K floats 1.12x slower; 50 us, 1.4x faster;
+  /// 200 us, 1.56x faster, but each idle worker burns four times as long after a statement.
+  static constexpr std::chrono::microseconds worker_spin{50};
+  /// How long a caller with nothing left to claim polls (taking over any chunks a stalled
+  /// thread has not started) before it sleeps: a chunk is a few microseconds of work.
+  static constexpr std::chrono::microseconds caller_spin{100};
+
+  static cpu_scheduler& instance() {
+    static cpu_scheduler pool;
+    return pool;
+  }
+
+  /// Runs body(begin, end) over [0, n) in chunks of `chunk` elements (the last one may be
+  /// shorter; chunk starts are multiples of `chunk`) on at most `threads` threads: the
+  /// caller and up to threads - 1 pool workers. Returns when every chunk has run. The first
+  /// exception a chunk throws is rethrown here once the chunks already started are done;
+  /// chunks not yet started are skipped. Called from inside a body (a nested loop), it runs
+  /// inline on the calling thread: the outer loop already occupies the threads.
+  template <class F>
+  void parallel_for(index_t n, index_t chunk, int threads, F&& body) {
+    if (n <= 0) return;
+    chunk = std::max<index_t>(chunk, 1);
+    index_t chunks = (n - 1) / chunk + 1;
+    if (threads <= 1 || chunks <= 1 || cpu_nesting > 0) {
+      nesting_guard g;
+      body(index_t(0), n);
+      return;
+    }
+    if (chunks > max_chunks) {  // ranges pack two chunk indices into one 64-bit word
+      chunk *= (chunks - 1) / max_chunks + 1;  // a multiple of the original: alignment kept
+      chunks = (n - 1) / chunk + 1;
+    }
+    using Fn = std::remove_reference_t<F>;
+    const int helpers = static_cast<int>(std::min<index_t>(threads - 1, chunks - 1));
+    auto j = std::make_shared<job>(helpers + 1);
+    j->run = [](void* f, index_t b, index_t e) { (*static_cast<Fn*>(f))(b, e); };
+    j->body = const_cast<void*>(static_cast<const void*>(std::addressof(body)));
+    j->n = n;
+    j->chunk = chunk;
+    j->chunks = chunks;
+    // a few batches per thread: few claims on the shared counter, and stealing evens out
+    // the rest
+    j->batch = std::clamp<index_t>(chunks / (4 * (helpers + 1)), 1, 64);
+    post(j, helpers);
+    work(*j, 0);
+    retract(j);
+    wait(*j);
+    if (j->error) std::rethrow_exception(j->error);
+  }
+
+  /// This thread's scratch buffer for the current nesting level: at least `bytes` bytes,
+  /// 64-byte aligned, the same memory on every call that asks for no more than before
+  /// (contents are kept only until the next call that needs it larger). Valid until the
+  /// thread exits. Throws kiln::out_of_memory when it cannot be allocated.
+  static std::byte* scratch(std::size_t bytes) {
+    const auto level = static_cast<std::size_t>(cpu_nesting);
+    auto& blocks = cpu_scratch_blocks;
+    if (blocks.size() <= level) blocks.resize(level + 1);
+    auto& b = blocks[level];
+    if (b.bytes < bytes || !b.ptr) {
+      const std::size_t want = std::max<std::size_t>((bytes + 63) / 64 * 64, 64);
+      auto* p = static_cast<std::byte*>(::operator new(want, std::align_val_t{64}, std::nothrow));
+      if (!p) {
+        throw out_of_memory("kiln::cpu: allocating " + std::to_string(want) + " bytes of scratch failed", want, 0);
+      }
+      b.ptr.reset(p);
+      b.bytes = want;
+    }
+    return b.ptr.get();
+  }
+
+  /// Workers started so far (tests and benchmarks read it).
+  std::size_t workers() const {
+    std::lock_guard lk(mutex_);
+    return threads_.size();
+  }
+
+  ~cpu_scheduler() {
+    {
+      std::lock_guard lk(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  /// Chunk indices are packed in pairs into 64-bit words.
+  static constexpr index_t max_chunks = index_t(1) << 31;
+
+  /// A range of chunks [begin, end) that one thread works through from the front while
+  /// others may take its back half: both ends in one word, so that an owner's claim and a
+  /// thief's split are single compare-and-swaps and never overlap.
+  struct alignas(64) range {
+    std::atomic<std::uint64_t> bounds{0};
+    static std::uint64_t pack(index_t b, index_t e) noexcept {
+      return std::uint64_t(b) << 32 | std::uint64_t(e);
+    }
+    static index_t begin(std::uint64_t v) noexcept { return index_t(v >> 32); }
+    static index_t end(std::uint64_t v) noexcept { return index_t(v & 0xFFFFFFFFu); }
+  };
+
+  struct job {
+    explicit job(int participants) : ranges(new range[static_cast<std::size_t>(participants)]), slots(participants) {}
+    void (*run)(void*, index_t, index_t) = nullptr;
+    void* body = nullptr;  // lives on the caller's stack: touched only for claimed chunks
+    index_t n = 0, chunk = 0, chunks = 0, batch = 1;
+    std::unique_ptr<range[]> ranges;           // one per participant; the caller's is 0
+    int slots = 0;
+    alignas(64) std::atomic<index_t> next{0};  // the first chunk no batch has claimed
+    alignas(64) std::atomic<index_t> done{0};  // chunks finished (or skipped after an error)
+    std::atomic<int> finished{0};              // 1 once done == chunks
+    std::atomic<bool> failed{false};
+    std::exception_ptr error;  // written by the one thread that set `failed`
+    int wanted = 0;            // helpers still to attach (guarded by the pool mutex)
+    int attached = 1;          // participants so far, the caller included (same)
+  };
+
+  struct nesting_guard {
+    nesting_guard() noexcept { ++cpu_nesting; }
+    ~nesting_guard() { --cpu_nesting; }
+    nesting_guard(const nesting_guard&) = delete;
+    nesting_guard& operator=(const nesting_guard&) = delete;
+  };
+
+  cpu_scheduler() = default;
+
+  /// Queues j for `helpers` workers, starting workers up to that many if there are fewer.
+  void post(const std::shared_ptr<job>& j, int helpers) {
+    int sleeping = 0;
+    {
+      std::lock_guard lk(mutex_);
+      grow(static_cast<std::size_t>(helpers));
+      helpers = std::min<int>(helpers, static_cast<int>(threads_.size()));
+      if (helpers <= 0) return;
+      j->wanted = helpers;
+      jobs_.push_back(j);
+      posted_.fetch_add(1, std::memory_order_release);
+      sleeping = sleeping_;
+    }
+    if (sleeping == 0) return;  // every worker is spinning or busy: they will see posted_
+    if (helpers == 1) wake_.notify_one();
+    else wake_.notify_all();
+  }
+
+  /// Starts workers until there are `count` (fewer if the OS refuses threads: the caller
+  /// then does more of the work itself). Called with mutex_ held.
+  void grow(std::size_t count) {
+    while (threads_.size() < count && !stop_) {
+      try {
+        threads_.emplace_back([this] { worker_loop(); });
+      } catch (const std::system_error&) {
+        return;
+      }
+    }
+  }
+
+  /// Takes j out of the queue if helpers were still wanted: no worker attaches after this.
+  void retract(const std::shared_ptr<job>& j) {
+    std::lock_guard lk(mutex_);
+    if (j->wanted > 0) {
+      j->wanted = 0;
+      if (auto it = std::find(jobs_.begin(), jobs_.end(), j); it != jobs_.end()) jobs_.erase(it);
+    }
+  }
+
+  /// Runs chunks of j as participant `slot` until none is left to claim or take.
+  static void work(job& j, int slot) {
+    range& own = j.ranges[static_cast<std::size_t>(slot)];
+    for (;;) {
+      run_own(j, own);
+      const index_t c = j.next.fetch_add(j.batch, std::memory_order_relaxed);
+      if (c < j.chunks) {
+        own.bounds.store(range::pack(c, std::min(c + j.batch, j.chunks)), std::memory_order_release);
+        continue;
+      }
+      if (!steal(j, slot)) return;
+    }
+  }
+
+  /// Works through the front of `own` one chunk at a time until it is empty (thieves may
+  /// shrink it from the back meanwhile).
+  static void run_own(job& j, range& own) {
+    index_t finished_here = 0;
+    std::uint64_t v = own.bounds.load(std::memory_order_acquire);
+    for (;;) {
+      const index_t b = range::begin(v), e = range::end(v);
+      if (b >= e) break;
+      if (!own.bounds.compare_exchange_weak(v, range::pack(b + 1, e), std::memory_order_acq_rel)) continue;
+      run_chunk(j, b);
+      ++finished_here;
+      v = own.bounds.load(std::memory_order_acquire);
+    }
+    if (finished_here) finish(j, finished_here);
+  }
+
+  static void run_chunk(job& j, index_t c) {
+    if (j.failed.load(std::memory_order_relaxed)) return;  // after an error: skipped, still counted
+    const index_t b = c * j.chunk;
+    const index_t e = std::min(j.n, b + j.chunk);
+    try {
+      nesting_guard g;
+      j.run(j.body, b, e);
+    } catch (...) {
+      if (!j.failed.exchange(true, std::memory_order_relaxed)) j.error = std::current_exception();
+    }
+  }
+
+  static void finish(job& j, index_t count) {
+    // acq_rel: these chunks' writes (and the error) reach whoever sees the final count
+    if (j.done.fetch_add(count, std::memory_order_acq_rel) + count == j.chunks) {
+      j.finished.store(1, std::memory_order_release);
+      j.finished.notify_all();
+    }
+  }
+
+  /// Moves the back half of the largest other range (all of it when one chunk is left)
+  /// into slot's own range. False when every range is empty.
+  static bool steal(job& j, int slot) {
+    range& own = j.ranges[static_cast<std::size_t>(slot)];
+    for (;;) {
+      int victim = -1;
+      index_t most = 0;
+      std::uint64_t seen = 0;
+      for (int s = 0; s < j.slots; ++s) {
+        if (s == slot) continue;
+        const std::uint64_t v = j.ranges[static_cast<std::size_t>(s)].bounds.load(std::memory_order_acquire);
+        const index_t left = range::end(v) - range::begin(v);
+        if (left > most) {
+          most = left;
+          victim = s;
+          seen = v;
+        }
+      }
+      if (victim < 0) return false;
+      const index_t b = range::begin(seen), e = range::end(seen);
+      const index_t mid = b + (e - b) / 2;
+      if (j.ranges[static_cast<std::size_t>(victim)].bounds.compare_exchange_strong(seen, range::pack(b, mid),
+                                                                                    std::memory_order_acq_rel)) {
+        own.bounds.store(range::pack(mid, e), std::memory_order_release);
+        return true;
+      }
+    }
+  }
+
+  /// Waits for the chunks other threads have started, taking over what they have not
+  /// started yet (a thread descheduled in the middle of its range) while it polls.
+  static void wait(job& j) {
+    if (j.finished.load(std::memory_order_acquire)) return;
+    const auto until = std::chrono::steady_clock::now() + caller_spin;
+    for (int i = 0; !j.finished.load(std::memory_order_acquire); ++i) {
+      if (steal(j, 0)) {
+        run_own(j, j.ranges[0]);
+        continue;
+      }
+      cpu_relax();
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) {
+        j.finished.wait(0, std::memory_order_acquire);
+      }
+    }
+  }
+
+  void worker_loop() {
+    std::uint64_t seen = 0;  // a job posted before this worker started is taken at once
+    for (;;) {
+      // poll a little before sleeping: the next statement often follows at once
+      const auto until = std::chrono::steady_clock::now() + worker_spin;
+      for (int i = 0; posted_.load(std::memory_order_acquire) == seen; ++i) {
+        cpu_relax();
+        if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+      }
+      std::shared_ptr<job> j;
+      int slot = 0;
+      {
+        std::unique_lock lk(mutex_);
+        ++sleeping_;
+        wake_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
+        --sleeping_;
+        if (stop_) return;
+        j = jobs_.front();
+        slot = j->attached++;
+        if (--j->wanted == 0) jobs_.pop_front();
+        seen = posted_.load(std::memory_order_relaxed);
+      }
+      work(*j, slot);
+    }
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<job>> jobs_;  // jobs that still want helpers, oldest first
+  std::vector<std::thread> threads_;
+  int sleeping_ = 0;
+  bool stop_ = false;
+  std::atomic<std::uint64_t> posted_{0};  // jobs ever posted: spinning workers watch it
+};
+
+}  // namespace kiln::detail
