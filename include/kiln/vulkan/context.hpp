@@ -265,9 +265,10 @@ class context_state {
     auto release_params = [&]() noexcept {
       if (!params) return;
       if (lost_ || params_state.last_use() <= seq_->completed()) pool_->free(params);
-      else deferred_.emplace_back(params_state.last_use(), params);
+      else deferred_.emplace_back(params_state.last_use(), params);  // room reserved below
     };
     try {
+      if (params) deferred_.reserve(deferred_.size() + 1);
       record_dispatch(k, buffers, push, groups, params, params_state);
     } catch (...) {
       release_params();
