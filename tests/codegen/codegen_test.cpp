@@ -280,3 +280,50 @@ TEST_F(codegen, helper_functions_are_emitted_once_per_shader) {
   EXPECT_EQ(count("float my_scale(float x)"), 1u) << g;
   EXPECT_EQ(glslc_errors(g, "shared_helpers"), "") << g;
 }
+
+TEST_F(codegen, parameters_past_the_push_constant_limit_go_to_a_storage_buffer) {
+  auto m = kiln::zeros<float>(ctx, {6, 10});
+  auto row = kiln::zeros<float>(ctx, {10});
+  auto col = kiln::zeros<float>(ctx, {6, 1});
+  auto y = kiln::empty<float>(ctx, {10, 6});
+  auto expr = [&] { return kiln::transpose(m) * kiln::transpose(col) + kiln::transpose(kiln::broadcast_to(row, {6, 10})) * 2.0f; };
+  // n, four offsets, two extents, three strided inputs' strides, a scalar: 14 words
+  const auto pushed = vk::make_kernel(y, expr(), vk::plan_options{.max_push_bytes = 56});
+  EXPECT_FALSE(pushed.source.plan.params_buffer);
+  EXPECT_EQ(pushed.args.push.size(), 14u);
+  const auto k = vk::make_kernel(y, expr(), vk::plan_options{.max_push_bytes = 52});
+  EXPECT_TRUE(k.source.plan.params_buffer);
+  EXPECT_EQ(k.args.push, pushed.args.push);  // the same words, in a buffer
+  EXPECT_EQ(vk::storage_buffers(k.source.plan), 5u);  // four operands' buffers and the parameters
+  check_golden(k, "params_buffer");
+  // the source differs in the block's declaration (and the header comment) only
+  std::string g = k.source.glsl;
+  const std::string decl = "layout(std430, set = 0, binding = 4) readonly buffer kiln_params {";
+  ASSERT_NE(g.find(decl), std::string::npos) << g;
+  g.replace(g.find(decl), decl.size(), "layout(push_constant) uniform kiln_params {");
+  g.replace(g.find("; parameter buffer"), 18, "");
+  EXPECT_EQ(g, pushed.source.glsl);
+}
+
+TEST_F(codegen, inputs_past_the_storage_buffer_limit_are_read_through_texel_views) {
+  std::vector<kiln::tensor<float, cpu>> x;
+  for (int i = 0; i < 4; ++i) x.push_back(kiln::zeros<float>(ctx, {9, 7}));
+  auto y = kiln::empty<float>(ctx, {7, 9});
+  using kiln::transpose;
+  auto expr = [&] { return transpose(x[0]) + transpose(x[1]) * transpose(x[2]) - transpose(x[3]); };
+  // five buffers, two storage-buffer descriptors: three inputs become texel reads, in the
+  // element-by-element variant too
+  const auto k = vk::make_kernel(y, expr(), vk::plan_options{.max_storage_buffers = 2, .texel_views = true});
+  EXPECT_FALSE(k.source.plan.vec4);
+  EXPECT_EQ(k.source.plan.texel_bindings, 0b1110u);
+  EXPECT_EQ(vk::storage_buffers(k.source.plan), 2u);
+  check_golden(k, "strided_texel_views");
+  // no more than the texel-buffer limit (the kernel cache then names the limit it breaks)
+  EXPECT_EQ(vk::make_kernel(y, expr(), vk::plan_options{.max_storage_buffers = 2, .max_texel_buffers = 2, .texel_views = true})
+                .source.plan.texel_bindings,
+            0b110u);
+  // none without texel views, nor when the buffers fit
+  EXPECT_EQ(vk::make_kernel(y, expr(), vk::plan_options{.max_storage_buffers = 2}).source.plan.texel_bindings, 0u);
+  EXPECT_EQ(vk::make_kernel(y, expr(), vk::plan_options{.max_storage_buffers = 5, .texel_views = true}).source.plan.texel_bindings,
+            0u);
+}

@@ -354,6 +354,7 @@ TEST(warm_list, round_trips_and_rejects_every_truncation_and_trailing_bytes) {
   b.bindings = 4;
   b.texel_bindings = 0b1110;
   b.push_bytes = 20;
+  b.params_bytes = 1352;
   b.glsl = std::string(1000, 'x');
   const auto bytes = vk::serialize_warm_list({&a, &b});
   auto back = vk::parse_warm_list(bytes);
@@ -370,6 +371,9 @@ TEST(warm_list, round_trips_and_rejects_every_truncation_and_trailing_bytes) {
   EXPECT_EQ(back[1].glsl, b.glsl);
   std::vector<vk::define> views;
   EXPECT_EQ(back[1].spec(views).texel_bindings, 0b1110u);
+  EXPECT_EQ(back[1].params_bytes, 1352u);
+  EXPECT_EQ(back[0].params_bytes, 0u);
+  EXPECT_EQ(back[1].spec(views).params_bytes, 1352u);
   const auto spec = back[0].spec(views);
   ASSERT_EQ(spec.defines.size(), 1u);
   EXPECT_EQ(spec.defines[0].value, "32");

@@ -27,6 +27,10 @@
 // grid-stride loop. lavapipe pays for the loop's structure even at one iteration (the
 // fused gelu chain: ~1.15x faster without it). Sizes that are a whole number of vector
 // steps get no tail code at all (kernel_plan::tail; another ~1.25x there).
+// Many operands (plan_options' limits, the device's): parameters that do not fit in push
+// constants go to a storage buffer bound after the operands (same members, same std430
+// offsets, so make_args serves both); inputs beyond the device's storage-buffer
+// descriptors are read through texel views in any variant, where every input has one.
 #pragma once
 
 #include <algorithm>
@@ -82,7 +86,11 @@ struct kernel_plan {
   std::uint32_t texel_bindings = 0;   // bit b: binding b is read through a uniform texel buffer
   bool single_step = false;           // one step per invocation: no grid-stride loop
   bool tail = true;                   // (vector variants) the element count is not a whole number of steps
+  bool params_buffer = false;         // parameters in a storage buffer at binding `bindings`, not push constants
 };
+
+/// Bindings a texel_bindings mask can name (kernel_spec carries it as 32 bits).
+inline constexpr std::uint32_t max_texel_binding = 32;
 
 /// Elements one step of a kernel of `plan` handles: 8 (wide), 4 (vec4) or 1.
 inline unsigned step_width(const kernel_plan& plan) { return plan.wide ? 8u : plan.vec4 ? 4u : 1u; }
@@ -99,7 +107,31 @@ struct plan_options {
   bool int64 = false;        // shaderInt64: the wide variant
   bool texel_reads = false;  // every operand's storage has a texel view: read inputs through it
   std::uint64_t max_invocations = 0;  // invocations one dispatch can run (0: always the loop)
+  // The device's limits per kernel (0: none, as for codegen tests):
+  std::uint32_t max_push_bytes = 0;       // beyond: the parameters go to a storage buffer
+  std::uint32_t max_storage_buffers = 0;  // beyond: inputs are read through texel views (texel_views)
+  std::uint32_t max_texel_buffers = 0;    // uniform texel buffers
+  bool texel_views = false;  // every input can be read through a texel view, should the storage buffers run out
 };
+
+/// Words (32-bit) of a kernel's parameters: the element count, an offset per operand, for
+/// strided plans the extents and each strided operand's strides, then the scalars.
+inline std::size_t param_words(const kernel_plan& plan, std::size_t scalars) {
+  std::size_t strided = 0;
+  for (const auto& op : plan.operands) strided += op.how == access::strided;
+  const std::size_t r = static_cast<std::size_t>(plan.rank);
+  return 1 + plan.operands.size() + (strided ? r + strided * r : 0) + scalars;
+}
+
+/// Whether plan reads binding b through a uniform texel buffer.
+inline bool texel_binding(const kernel_plan& plan, std::uint32_t b) {
+  return b < max_texel_binding && (plan.texel_bindings >> b) & 1u;
+}
+
+/// Storage-buffer descriptors a kernel of plan binds (its parameter buffer included).
+inline std::uint32_t storage_buffers(const kernel_plan& plan) {
+  return plan.bindings - static_cast<std::uint32_t>(std::popcount(plan.texel_bindings)) + (plan.params_buffer ? 1u : 0u);
+}
 
 /// Everything but the source: the runtime values for one dispatch.
 struct kernel_args {
@@ -356,11 +388,13 @@ class emitter {
 /// Chooses how each operand is indexed, which leaves share bindings and views, and
 /// whether the vec4 variant applies. Operand o (0 = output) lives in storage[o] and reads
 /// views[o]: operands with one storage share a buffer, and those that also have one
-/// dtype, offset and view read the very same elements. A template over the operand count
-/// only (no per-expression callbacks), so statements share its code.
+/// dtype, offset and view read the very same elements; `scalars` is the expression's
+/// number of scalars (parameters too). A template over the operand count only (no
+/// per-expression callbacks), so statements share its code.
 template <std::size_t L>
 kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1], const index_t (&offsets)[L + 1],
-                      const void* const (&storage)[L + 1], const strides (&views)[L + 1], plan_options opt = {}) {
+                      const void* const (&storage)[L + 1], const strides (&views)[L + 1], plan_options opt = {},
+                      std::size_t scalars = 0) {
   auto same_storage = [&](std::size_t a, std::size_t b) { return storage[a] == storage[b]; };
   auto same_view = [&](std::size_t a, std::size_t b) {
     return storage[a] == storage[b] && types[a] == types[b] && offsets[a] == offsets[b] && views[a] == views[b];
@@ -414,15 +448,36 @@ kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1
     w = op.how == access::constant || ((op.type == dtype::f32 || op.type == dtype::i32) && offsets[o] % 8 == 0);
   }
   plan.wide = w;
-  // texel reads: bindings other than the output's whose operands are all 32-bit
+  plan.params_buffer = opt.max_push_bytes && param_words(plan, scalars) * 4 > opt.max_push_bytes;
+  // texel reads: bindings other than the output's whose operands are all 32-bit, as many
+  // as the device allows and the mask can name
+  auto texel_eligible = [&](std::uint32_t b) {
+    bool texel = b != plan.operands[0].binding && b < max_texel_binding;
+    for (std::size_t o = 1; o <= L && texel; ++o) {
+      const auto& op = plan.operands[o];
+      texel = op.binding != b || op.type == dtype::f32 || op.type == dtype::i32;
+    }
+    return texel;
+  };
+  const std::uint32_t max_texel = opt.max_texel_buffers ? opt.max_texel_buffers : max_texel_binding;
+  std::uint32_t texels = 0;
   if (plan.vec4 && opt.texel_reads) {
-    for (std::uint32_t b = 0; b < plan.bindings; ++b) {
-      bool texel = b != plan.operands[0].binding;
-      for (std::size_t o = 1; o <= L && texel; ++o) {
-        const auto& op = plan.operands[o];
-        texel = op.binding != b || op.type == dtype::f32 || op.type == dtype::i32;
+    for (std::uint32_t b = 0; b < plan.bindings && texels < max_texel; ++b) {
+      if (texel_eligible(b)) {
+        plan.texel_bindings |= 1u << b;
+        ++texels;
       }
-      if (texel) plan.texel_bindings |= 1u << b;
+    }
+  }
+  // More buffers than the device's storage-buffer descriptors: read inputs through texel
+  // views (any variant; strided reads fetch the texel holding the element) until they fit.
+  if (opt.max_storage_buffers && opt.texel_views) {
+    for (std::uint32_t b = 0; b < plan.bindings && texels < max_texel; ++b) {
+      if (storage_buffers(plan) <= opt.max_storage_buffers) break;
+      if (!texel_binding(plan, b) && texel_eligible(b)) {
+        plan.texel_bindings |= 1u << b;
+        ++texels;
+      }
     }
   }
   std::uint64_t elements = 1;
@@ -431,9 +486,6 @@ kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1
   plan.tail = plan.vec4 && elements % step_width(plan) != 0;
   return plan;
 }
-
-/// Whether plan reads binding b through a uniform texel buffer.
-inline bool texel_binding(const kernel_plan& plan, std::uint32_t b) { return (plan.texel_bindings >> b) & 1u; }
 
 /// The kernel's source around an emitted expression: declarations, kiln_compute and
 /// main(). Not a template: one copy serves every statement, so a new expression type costs
@@ -462,7 +514,7 @@ inline kernel_source assemble(const kernel_plan& plan, const emitter& em, std::s
     s += ", " + emitter::leaf_name(k) + " " + std::string(name(plan.operands[1 + k].type));
   }
   s += "; rank " + std::to_string(plan.rank) + (plan.wide ? "; 8 per step (u64vec4)" : plan.vec4 ? "; vec4" : "") +
-       (plan.texel_bindings ? "; texel reads" : "") + "\n";
+       (plan.texel_bindings ? "; texel reads" : "") + (plan.params_buffer ? "; parameter buffer" : "") + "\n";
   if (plan.wide) s += "#extension GL_ARB_gpu_shader_int64 : require\n";
   if (f16 || b16) s += "#extension GL_EXT_shader_16bit_storage : require\n";
   // 16-bit values are only loaded, stored and converted (16-bit storage), never computed
@@ -513,8 +565,14 @@ inline kernel_source assemble(const kernel_plan& plan, const emitter& em, std::s
   }
 
   // Push constants: element count, per-operand offsets, extents and strides (strided
-  // operands only), then the scalars.
-  s += "\nlayout(push_constant) uniform kiln_params {\n  uint n;\n";
+  // operands only), then the scalars. Or the same members in a storage buffer after the
+  // operands' bindings, when they do not fit (std430 gives scalars the same offsets).
+  if (plan.params_buffer) {
+    s += "\nlayout(std430, set = 0, binding = " + std::to_string(plan.bindings) +
+         ") readonly buffer kiln_params {\n  uint n;\n";
+  } else {
+    s += "\nlayout(push_constant) uniform kiln_params {\n  uint n;\n";
+  }
   for (std::size_t o = 0; o <= L; ++o) s += "  uint off" + std::to_string(o) + ";\n";
   if (any_strided) {
     for (int d = 0; d < plan.rank; ++d) s += "  uint ext" + std::to_string(d) + ";\n";
@@ -746,19 +804,23 @@ struct kernel {
 /// The plan as a compact byte string (a map key).
 inline std::string plan_key(const kernel_plan& plan) {
   std::string k;
-  k.reserve(4 + plan.operands.size() * 4);
+  k.reserve(16 + plan.operands.size() * 10);
+  auto word = [&](std::uint32_t v) {  // whole words: binding numbers and masks exceed a byte
+    for (int i = 0; i < 4; ++i) k += static_cast<char>((v >> (8 * i)) & 0xffu);
+  };
   k += static_cast<char>(plan.rank);
   k += static_cast<char>(plan.vec4);
   k += static_cast<char>(plan.wide);
-  k += static_cast<char>(plan.bindings);
-  k += static_cast<char>(plan.texel_bindings);
   k += static_cast<char>(plan.single_step);
   k += static_cast<char>(plan.tail);
+  k += static_cast<char>(plan.params_buffer);
+  word(plan.bindings);
+  word(plan.texel_bindings);
   for (const operand_plan& o : plan.operands) {
     k += static_cast<char>(o.type);
-    k += static_cast<char>(o.binding);
     k += static_cast<char>(o.how);
-    k += static_cast<char>(o.same_as);
+    word(o.binding);
+    word(static_cast<std::uint32_t>(o.same_as));
   }
   return k;
 }
@@ -803,7 +865,9 @@ kernel make_kernel(const tensor<T, B>& out, const N& n, plan_options opt = {}) {
     views[k] = broadcast_strides(t, out.shape());
     ++k;
   });
-  const kernel_plan plan = make_plan<L>(lay, types, offsets, storage, views, opt);
+  std::size_t scalars = 0;
+  for_each_scalar(n, [&](const auto&) { ++scalars; });
+  const kernel_plan plan = make_plan<L>(lay, types, offsets, storage, views, opt, scalars);
   const kernel_source& src = cached_source<T>(n, plan);
   return kernel{src, make_args<L>(lay, offsets, src.plan, n)};
 }

@@ -53,6 +53,13 @@ struct context_options {
   /// Generated kernels run one step per invocation (no grid-stride loop) where one dispatch
   /// can cover the work; false: always the loop.
   bool single_step = true;
+  /// Caps below the device's own limits (0: the device's), so that what kiln does on a
+  /// smaller device runs on this one (tests): bytes of push constants, and storage-buffer
+  /// and uniform-texel-buffer descriptors one kernel binds. vulkan::device(ctx) reports
+  /// the capped values.
+  std::uint32_t max_push_constants = 0;
+  std::uint32_t max_storage_buffers = 0;
+  std::uint32_t max_texel_buffers = 0;
 };
 
 /// The state one Vulkan context and all its tensors share.
@@ -79,6 +86,12 @@ class context_state {
     const auto all = describe_all(*instance_, &handles);
     info_ = select(all, opt.device);
     physical_ = handles[static_cast<std::size_t>(info_.index)];
+    auto cap = [](std::uint32_t& limit, std::uint32_t to) {
+      if (to) limit = std::min(limit, to);
+    };
+    cap(info_.max_push_constants, opt.max_push_constants);
+    cap(info_.max_storage_buffers, opt.max_storage_buffers);
+    cap(info_.max_texel_buffers, opt.max_texel_buffers);
 
     // Device: one compute queue; the features kiln's kernels use, where present.
     const float priority = 1.0f;
@@ -122,7 +135,9 @@ class context_state {
     }
     texel_reads_ = texel_reads_ && info_.max_texel_buffer_elements > 0;
     single_step_ = opt.single_step;
-    pool_ = std::make_unique<memory_pool>(dev, info_, opt.block_size, limit, texel_reads_);
+    // Texel views wherever the device has them, whatever texel_reads says: a kernel with
+    // more inputs than the device's storage-buffer descriptors reads some through them.
+    pool_ = std::make_unique<memory_pool>(dev, info_, opt.block_size, limit, true);
     zero_copy_ = opt.zero_copy && info_.unified_memory;
     auto tensor_type = zero_copy_ ? pool_->find_type(true, true, true, true) : pool_->find_type(true, false, true, false);
     if (!tensor_type) tensor_type = pool_->find_type(false, false, true, false);
@@ -226,88 +241,40 @@ class context_state {
   }
 
   /// Records one dispatch of kernel k over `groups` workgroups with the given buffers
-  /// (binding i = buffers[i]) and push constants. The barrier before it, if any, follows
-  /// from the buffers' hazards. This is the one path every kernel, fixed or generated,
-  /// takes to the GPU.
+  /// (binding i = buffers[i]) and parameters: push constants, or, for a kernel with a
+  /// parameter buffer (k.params_bytes), that buffer's contents, which go to a range of the
+  /// pool bound after the buffers and freed once the dispatch completes. The barrier
+  /// before it, if any, follows from the buffers' hazards. This is the one path every
+  /// kernel, fixed or generated, takes to the GPU.
   void dispatch(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
                 std::uint32_t groups) {
-    std::lock_guard lock(mutex_);
-    ensure_alive();
-    if (buffers.size() != k.bindings || push.size() != k.push_bytes) {
+    const std::uint32_t param_bytes = k.params_bytes ? k.params_bytes : k.push_bytes;
+    if (buffers.size() != k.bindings || push.size() != param_bytes) {
       throw error("kiln::vulkan: kernel '" + std::string(k.name) + "' takes " + std::to_string(k.bindings) +
-                  " buffers and " + std::to_string(k.push_bytes) + " bytes of push constants; given " +
-                  std::to_string(buffers.size()) + " and " + std::to_string(push.size()));
+                  " buffers and " + std::to_string(param_bytes) + " bytes of " +
+                  (k.params_bytes ? "parameters" : "push constants") + "; given " + std::to_string(buffers.size()) +
+                  " and " + std::to_string(push.size()));
     }
-    VkBufferView views[sequence::max_bindings] = {};
-    for (std::uint32_t i = 0; i < buffers.size(); ++i) {
-      const auto& b = buffers[i];
-      const bool texel = (k.texel_bindings >> i) & 1u;
-      if (texel != b.texel || (texel && !pool_->texel_viewable(*b.alloc))) {
-        throw error("kiln::vulkan: kernel '" + std::string(k.name) + "' binding " + std::to_string(i) + " is " +
-                    (texel ? "a uniform texel buffer" : "a storage buffer") + "; given " +
-                    (b.texel ? "a range without a texel view" : "a storage buffer"));
-      }
-      if (texel) views[i] = pool_->texel_view(*b.alloc);
-      if (!texel && b.alloc->size > info_.max_storage_buffer_range) {
-        throw device_error("kiln::vulkan: kernel '" + std::string(k.name) + "' would bind " + std::to_string(b.alloc->size) +
-                           " bytes; " + info_.label() + " binds at most " + std::to_string(info_.max_storage_buffer_range) +
-                           " (maxStorageBufferRange)");
-      }
+    allocation params;
+    if (k.params_bytes) {
+      params = allocate_in(k.params_bytes, zero_copy_ ? tensor_type_ : staging_type_);
+      std::memcpy(params.mapped(), push.data(), push.size());  // coherent: visible at submit
     }
-    const pipeline& p = kernels_->get(k);
-    fatal_on_failure([&] {
-      buffer_access uses[sequence::max_bindings];
-      VkDescriptorBufferInfo infos[sequence::max_bindings];
-      VkWriteDescriptorSet writes[sequence::max_bindings];
-      const auto n = static_cast<std::uint32_t>(buffers.size());
-      for (std::uint32_t i = 0; i < n; ++i) uses[i] = {buffers[i].state, buffers[i].write};
-      VkCommandBuffer cb = seq_->begin_command({uses, n}, n);
-      for (std::uint32_t i = 0; i < n; ++i) {
-        infos[i] = {buffers[i].alloc->buffer(), buffers[i].alloc->offset, buffers[i].alloc->size};
-      }
-      // Within a batch, a dispatch of the same kernel on the same buffers as the last one
-      // (a loop, a chain of fills) reuses its pipeline and descriptor bindings: less to
-      // record, and less for the driver to execute.
-      const std::uint64_t batch = seq_->recording_value();
-      const bool same_batch = bound_.batch == batch;
-      bool same_set = same_batch && bound_.set_layout == p.set_layout && bound_.count == n;
-      for (std::uint32_t i = 0; same_set && i < n; ++i) {
-        same_set = bound_.infos[i].buffer == infos[i].buffer && bound_.infos[i].offset == infos[i].offset &&
-                   bound_.infos[i].range == infos[i].range;
-      }
-      if (!same_batch || bound_.pipeline != p.handle) {
-        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.handle);
-      }
-      if (!same_set) {
-        VkDescriptorSet set = seq_->allocate_set(p.set_layout);
-        for (std::uint32_t i = 0; i < n; ++i) {
-          writes[i] = VkWriteDescriptorSet{};
-          writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-          writes[i].dstSet = set;
-          writes[i].dstBinding = i;
-          writes[i].descriptorCount = 1;
-          if (buffers[i].texel) {
-            writes[i].descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
-            writes[i].pTexelBufferView = &views[i];
-          } else {
-            writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-            writes[i].pBufferInfo = &infos[i];
-          }
-          bound_.infos[i] = infos[i];
-        }
-        vkUpdateDescriptorSets(device_.dev, n, writes, 0, nullptr);
-        if (n) vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
-        bound_.set_layout = p.set_layout;
-        bound_.count = n;
-      }
-      bound_.batch = batch;
-      bound_.pipeline = p.handle;
-      if (!push.empty()) {
-        vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push.size()), push.data());
-      }
-      vkCmdDispatch(cb, groups, 1, 1);
-      seq_->count_dispatch();
-    });
+    std::lock_guard lock(mutex_);
+    access_state params_state;  // the dispatch's read of the parameters, for the deferred free
+    auto release_params = [&]() noexcept {
+      if (!params) return;
+      if (lost_ || params_state.last_use() <= seq_->completed()) pool_->free(params);
+      else deferred_.emplace_back(params_state.last_use(), params);  // room reserved below
+    };
+    try {
+      if (params) deferred_.reserve(deferred_.size() + 1);
+      record_dispatch(k, buffers, push, groups, params, params_state);
+    } catch (...) {
+      release_params();
+      throw;
+    }
+    release_params();
     kernels_launched.fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -551,10 +518,94 @@ class context_state {
                    VkDeviceSize dst_offset, std::size_t bytes, bool to_tensor) {
     fatal_on_failure([&] {
       const buffer_access use{&s, to_tensor};
-      VkCommandBuffer cb = seq_->begin_command({&use, 1}, 0);
+      VkCommandBuffer cb = seq_->begin_command({&use, 1});
       const VkBufferCopy c{src_offset, dst_offset, bytes};
       vkCmdCopyBuffer(cb, src.buffer(), dst.buffer(), 1, &c);
       seq_->count_transfer();
+    });
+  }
+
+  /// dispatch's recording (lock held): `params`, when set, is bound after the buffers.
+  void record_dispatch(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
+                       std::uint32_t groups, const allocation& params, access_state& params_state) {
+    ensure_alive();
+    const auto nb = static_cast<std::uint32_t>(buffers.size());
+    const std::uint32_t n = nb + (params ? 1 : 0);
+    std::vector<VkBufferView> views(nb, VK_NULL_HANDLE);
+    descriptor_counts counts;
+    for (std::uint32_t i = 0; i < nb; ++i) {
+      const auto& b = buffers[i];
+      const bool texel = i < 32 && (k.texel_bindings >> i) & 1u;
+      if (texel != b.texel || (texel && !pool_->texel_viewable(*b.alloc))) {
+        throw error("kiln::vulkan: kernel '" + std::string(k.name) + "' binding " + std::to_string(i) + " is " +
+                    (texel ? "a uniform texel buffer" : "a storage buffer") + "; given " +
+                    (b.texel ? "a range without a texel view" : "a storage buffer"));
+      }
+      if (texel) views[i] = pool_->texel_view(*b.alloc);
+      if (!texel && b.alloc->size > info_.max_storage_buffer_range) {
+        throw device_error("kiln::vulkan: kernel '" + std::string(k.name) + "' would bind " + std::to_string(b.alloc->size) +
+                           " bytes; " + info_.label() + " binds at most " + std::to_string(info_.max_storage_buffer_range) +
+                           " (maxStorageBufferRange)");
+      }
+      ++(texel ? counts.texel : counts.storage);
+    }
+    if (params) ++counts.storage;
+    const pipeline& p = kernels_->get(k);
+    std::vector<buffer_access> uses(n);
+    std::vector<VkDescriptorBufferInfo> infos(n);
+    std::vector<VkWriteDescriptorSet> writes(n);
+    for (std::uint32_t i = 0; i < nb; ++i) {
+      uses[i] = {buffers[i].state, buffers[i].write};
+      infos[i] = {buffers[i].alloc->buffer(), buffers[i].alloc->offset, buffers[i].alloc->size};
+    }
+    if (params) {
+      uses[nb] = {&params_state, false};
+      infos[nb] = {params.buffer(), params.offset, params.size};
+    }
+    fatal_on_failure([&] {
+      VkCommandBuffer cb = seq_->begin_command(uses);
+      // Within a batch, a dispatch of the same kernel on the same buffers as the last one
+      // (a loop, a chain of fills) reuses its pipeline and descriptor bindings: less to
+      // record, and less for the driver to execute.
+      const std::uint64_t batch = seq_->recording_value();
+      const bool same_batch = bound_.batch == batch;
+      bool same_set = same_batch && bound_.set_layout == p.set_layout && bound_.infos.size() == n;
+      for (std::uint32_t i = 0; same_set && i < n; ++i) {
+        same_set = bound_.infos[i].buffer == infos[i].buffer && bound_.infos[i].offset == infos[i].offset &&
+                   bound_.infos[i].range == infos[i].range;
+      }
+      if (!same_batch || bound_.pipeline != p.handle) {
+        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.handle);
+      }
+      if (!same_set) {
+        bound_.batch = 0;  // until the new set is bound
+        VkDescriptorSet set = seq_->allocate_set(p.set_layout, counts);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          writes[i] = VkWriteDescriptorSet{};
+          writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+          writes[i].dstSet = set;
+          writes[i].dstBinding = i;
+          writes[i].descriptorCount = 1;
+          if (i < nb && buffers[i].texel) {
+            writes[i].descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+            writes[i].pTexelBufferView = &views[i];
+          } else {
+            writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+            writes[i].pBufferInfo = &infos[i];
+          }
+        }
+        vkUpdateDescriptorSets(device_.dev, n, writes.data(), 0, nullptr);
+        if (n) vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+        bound_.set_layout = p.set_layout;
+        bound_.infos = std::move(infos);
+      }
+      bound_.batch = batch;
+      bound_.pipeline = p.handle;
+      if (!params && !push.empty()) {
+        vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push.size()), push.data());
+      }
+      vkCmdDispatch(cb, groups, 1, 1);
+      seq_->count_dispatch();
     });
   }
 
@@ -563,8 +614,7 @@ class context_state {
     std::uint64_t batch = 0;
     VkPipeline pipeline = VK_NULL_HANDLE;
     VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
-    std::uint32_t count = 0;
-    VkDescriptorBufferInfo infos[sequence::max_bindings] = {};
+    std::vector<VkDescriptorBufferInfo> infos;  ///< one a binding
   };
 
   device_info info_;

@@ -281,6 +281,13 @@ struct device_info {
   std::uint32_t max_workgroup_invocations = 0;
   std::array<std::uint32_t, 3> max_workgroup_count{};
   std::uint32_t max_push_constants = 0;
+  /// Descriptors one kernel may bind (one set, the compute stage): storage buffers (the
+  /// lower of maxPerStageDescriptorStorageBuffers and maxDescriptorSetStorageBuffers),
+  /// uniform texel buffers, which count as sampled images (maxPerStageDescriptorSampledImages,
+  /// maxDescriptorSetSampledImages), and all of them together (maxPerStageResources).
+  std::uint32_t max_storage_buffers = 0;
+  std::uint32_t max_texel_buffers = 0;
+  std::uint32_t max_resources = 0;
 
   // arithmetic and storage
   bool fp16_arithmetic = false;
@@ -386,6 +393,9 @@ inline device_info describe(VkPhysicalDevice pd, int index) {
     d.max_workgroup_count[static_cast<std::size_t>(i)] = lim.maxComputeWorkGroupCount[i];
   }
   d.max_push_constants = lim.maxPushConstantsSize;
+  d.max_storage_buffers = std::min(lim.maxPerStageDescriptorStorageBuffers, lim.maxDescriptorSetStorageBuffers);
+  d.max_texel_buffers = std::min(lim.maxPerStageDescriptorSampledImages, lim.maxDescriptorSetSampledImages);
+  d.max_resources = lim.maxPerStageResources;
   d.max_storage_buffer_range = lim.maxStorageBufferRange;
   d.min_storage_buffer_offset_alignment = lim.minStorageBufferOffsetAlignment;
   d.non_coherent_atom_size = lim.nonCoherentAtomSize;

@@ -10,6 +10,7 @@
 #error "include <kiln/vulkan.hpp>, not the headers under kiln/vulkan/ directly"
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -38,6 +39,12 @@ struct access_state {
 struct buffer_access {
   access_state* state;
   bool write;
+};
+
+/// Descriptors one command's set holds, by type (see sequence::allocate_set).
+struct descriptor_counts {
+  std::uint32_t storage = 0;  ///< storage buffers
+  std::uint32_t texel = 0;    ///< uniform texel buffers
 };
 
 /// Counters for tests and benchmarks.
@@ -77,7 +84,9 @@ class sequence {
 
   /// The device must be idle (or lost): the context waits before destroying this.
   ~sequence() {
-    auto destroy = [&](batch& b) { vkDestroyDescriptorPool(dev_, b.descriptors, nullptr); };
+    auto destroy = [&](batch& b) {
+      for (const auto& p : b.pools) vkDestroyDescriptorPool(dev_, p.pool, nullptr);
+    };
     if (current_) destroy(*current_);
     for (auto& b : in_flight_) destroy(*b);
     for (auto& b : idle_) destroy(*b);
@@ -87,13 +96,9 @@ class sequence {
 
   /// Opens a command in the current batch (starting one, or submitting a full one first):
   /// records the barrier its hazards need, marks its buffers, and returns the command
-  /// buffer to record into. `descriptors` is how many storage-buffer descriptors the
-  /// command will allocate from this batch (see allocate_set).
-  VkCommandBuffer begin_command(std::span<const buffer_access> uses, std::uint32_t descriptors) {
-    if (current_ && (current_->commands >= batch_commands_ ||
-                     current_->descriptors_used + descriptors > descriptor_capacity())) {
-      submit();
-    }
+  /// buffer to record into.
+  VkCommandBuffer begin_command(std::span<const buffer_access> uses) {
+    if (current_ && current_->commands >= batch_commands_) submit();
     if (!current_) open_batch();
     batch& b = *current_;
     bool hazard = false;
@@ -124,20 +129,39 @@ class sequence {
       }
     }
     ++b.commands;
-    b.descriptors_used += descriptors;
     return b.cmd;
   }
 
-  /// A descriptor set from the current batch's pool (call right after begin_command).
-  VkDescriptorSet allocate_set(VkDescriptorSetLayout layout) {
+  /// A descriptor set of `layout`, which holds `need` descriptors, from the current
+  /// batch's pools (call right after begin_command). A batch's first pool has room for
+  /// batch_commands sets of 8 descriptors of each type; a set that does not fit in what
+  /// is left goes to the batch's next pool, made on demand at least as large as the set,
+  /// so a kernel of any descriptor count the device allows gets its set.
+  VkDescriptorSet allocate_set(VkDescriptorSetLayout layout, descriptor_counts need) {
+    batch& b = *current_;
     VkDescriptorSetAllocateInfo ai{};
     ai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
-    ai.descriptorPool = current_->descriptors;
     ai.descriptorSetCount = 1;
     ai.pSetLayouts = &layout;
     VkDescriptorSet set = VK_NULL_HANDLE;
-    check(vkAllocateDescriptorSets(dev_, &ai, &set), "vkAllocateDescriptorSets");
-    return set;
+    for (;; ++b.pool_at) {
+      if (b.pool_at == b.pools.size()) add_pool(b, need);
+      descriptor_pool& p = b.pools[b.pool_at];
+      if (p.sets_left == 0 || p.left.storage < need.storage || p.left.texel < need.texel) continue;
+      ai.descriptorPool = p.pool;
+      const VkResult r = vkAllocateDescriptorSets(dev_, &ai, &set);
+      // The counted room should suffice; should a driver still run out, the set goes to
+      // the next pool (a fresh pool that fails is an error).
+      if ((r == VK_ERROR_OUT_OF_POOL_MEMORY || r == VK_ERROR_FRAGMENTED_POOL) && p.sets_left < p.sets) {
+        p.sets_left = 0;
+        continue;
+      }
+      check(r, "vkAllocateDescriptorSets");
+      --p.sets_left;
+      p.left.storage -= need.storage;
+      p.left.texel -= need.texel;
+      return set;
+    }
   }
 
   void count_dispatch() noexcept { ++stats_.dispatches; }
@@ -199,9 +223,13 @@ class sequence {
       auto b = std::move(in_flight_.front());
       in_flight_.pop_front();
       check(vkResetCommandBuffer(b->cmd, 0), "vkResetCommandBuffer");
-      check(vkResetDescriptorPool(dev_, b->descriptors, 0), "vkResetDescriptorPool");
+      for (auto& p : b->pools) {
+        check(vkResetDescriptorPool(dev_, p.pool, 0), "vkResetDescriptorPool");
+        p.left = p.size;
+        p.sets_left = p.sets;
+      }
+      b->pool_at = 0;
       b->commands = 0;
-      b->descriptors_used = 0;
       idle_.push_back(std::move(b));
     }
     return completed_;
@@ -219,15 +247,41 @@ class sequence {
   }
 
  private:
-  struct batch {
-    VkCommandBuffer cmd = VK_NULL_HANDLE;
-    VkDescriptorPool descriptors = VK_NULL_HANDLE;
-    std::uint64_t value = 0;
-    std::uint32_t commands = 0;
-    std::uint32_t descriptors_used = 0;
+  /// One descriptor pool of a batch and the room left in it.
+  struct descriptor_pool {
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    descriptor_counts size, left;
+    std::uint32_t sets = 0, sets_left = 0;
   };
 
-  std::uint32_t descriptor_capacity() const noexcept { return batch_commands_ * max_bindings; }
+  struct batch {
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    std::vector<descriptor_pool> pools;  ///< kept across reuses of the batch
+    std::size_t pool_at = 0;             ///< the pool sets come from now; earlier ones are full
+    std::uint64_t value = 0;
+    std::uint32_t commands = 0;
+  };
+
+  /// Appends a pool to b: room for batch_commands sets of 8 descriptors of each type, or
+  /// for `need` if one set needs more.
+  void add_pool(batch& b, descriptor_counts need) {
+    const std::uint32_t base = batch_commands_ * 8;
+    descriptor_pool p;
+    p.size = {std::max(base, need.storage), std::max(base, need.texel)};
+    p.left = p.size;
+    p.sets = p.sets_left = batch_commands_;
+    // each binding a storage buffer or (generated kernels' inputs) a uniform texel buffer
+    const VkDescriptorPoolSize sizes[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, p.size.storage},
+                                           {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, p.size.texel}};
+    VkDescriptorPoolCreateInfo dp{};
+    dp.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+    dp.maxSets = p.sets;
+    dp.poolSizeCount = 2;
+    dp.pPoolSizes = sizes;
+    b.pools.reserve(b.pools.size() + 1);  // first: the push_back below cannot throw and leak the pool
+    check(vkCreateDescriptorPool(dev_, &dp, nullptr, &p.pool), "vkCreateDescriptorPool");
+    b.pools.push_back(p);
+  }
 
   void open_batch() {
     if (!idle_.empty()) {
@@ -235,24 +289,12 @@ class sequence {
       idle_.pop_back();
     } else {
       auto b = std::make_unique<batch>();
-      // each binding a storage buffer or (generated kernels' inputs) a uniform texel buffer
-      const VkDescriptorPoolSize sizes[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptor_capacity()},
-                                             {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, descriptor_capacity()}};
-      VkDescriptorPoolCreateInfo dp{};
-      dp.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
-      dp.maxSets = batch_commands_;
-      dp.poolSizeCount = 2;
-      dp.pPoolSizes = sizes;
-      check(vkCreateDescriptorPool(dev_, &dp, nullptr, &b->descriptors), "vkCreateDescriptorPool");
       VkCommandBufferAllocateInfo ai{};
       ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
       ai.commandPool = commands_;
       ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
       ai.commandBufferCount = 1;
-      if (VkResult r = vkAllocateCommandBuffers(dev_, &ai, &b->cmd); r != VK_SUCCESS) {
-        vkDestroyDescriptorPool(dev_, b->descriptors, nullptr);
-        check(r, "vkAllocateCommandBuffers");
-      }
+      check(vkAllocateCommandBuffers(dev_, &ai, &b->cmd), "vkAllocateCommandBuffers");
       current_ = std::move(b);
     }
     VkCommandBufferBeginInfo bi{};
@@ -263,10 +305,6 @@ class sequence {
       check(r, "vkBeginCommandBuffer");
     }
   }
-
- public:
-  /// Most storage buffers one command binds (descriptor-pool sizing).
-  static constexpr std::uint32_t max_bindings = 8;
 
  private:
   VkDevice dev_;

@@ -17,6 +17,7 @@
 #endif
 
 #include <algorithm>
+#include <bit>  // std::popcount
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -54,8 +55,10 @@ struct define {
 /// A compute kernel: GLSL text (with the defines, the cache key) and a name for messages
 /// (a kernel file's name, or the expression of generated code); bindings 0..bindings-1
 /// are storage buffers, but those whose bit is set in texel_bindings, which are uniform
-/// texel buffers (R32G32B32A32_UINT views); push constants are push_bytes long (at most 128, the minimum
-/// every device grants). The workgroup size is specialisation constant 0
+/// texel buffers (R32G32B32A32_UINT views); push constants are push_bytes long (at most
+/// the device's maxPushConstantsSize). A kernel whose parameters do not fit there reads
+/// them from a storage buffer of params_bytes at binding `bindings` instead, which the
+/// context fills for each dispatch. The workgroup size is specialisation constant 0
 /// (`layout(local_size_x_id = 0) in;`), elements per invocation constant 1 (optional).
 struct kernel_spec {
   std::string_view name;
@@ -67,6 +70,7 @@ struct kernel_spec {
   /// source is part of the cache key, since `name` is only a hash of it.
   std::string_view expression = {};
   std::uint32_t texel_bindings = 0;  ///< bit i: binding i is a uniform texel buffer
+  std::uint32_t params_bytes = 0;    ///< nonzero: binding `bindings` is a parameter buffer of this size
 };
 
 /// Kernel-cache counters of one context, per level: memory, then disk, then shaderc.
@@ -90,18 +94,19 @@ struct cache_stats {
 struct kernel_record {
   std::string name, glsl;
   std::vector<std::pair<std::string, std::string>> defines;
-  std::uint32_t bindings = 0, push_bytes = 0, texel_bindings = 0;
+  std::uint32_t bindings = 0, push_bytes = 0, texel_bindings = 0, params_bytes = 0;
 
   kernel_record() = default;
   explicit kernel_record(const kernel_spec& k)
-      : name(k.name), glsl(k.glsl), bindings(k.bindings), push_bytes(k.push_bytes), texel_bindings(k.texel_bindings) {
+      : name(k.name), glsl(k.glsl), bindings(k.bindings), push_bytes(k.push_bytes), texel_bindings(k.texel_bindings),
+        params_bytes(k.params_bytes) {
     for (const auto& d : k.defines) defines.emplace_back(std::string(d.name), std::string(d.value));
   }
   /// A spec viewing this record; `views` holds its defines and must outlive it.
   kernel_spec spec(std::vector<define>& views) const {
     views.clear();
     for (const auto& [n, v] : defines) views.push_back({n, v});
-    return kernel_spec{name, glsl, views, bindings, push_bytes, {}, texel_bindings};
+    return kernel_spec{name, glsl, views, bindings, push_bytes, {}, texel_bindings, params_bytes};
   }
 };
 
@@ -115,8 +120,8 @@ struct pipeline {
 };
 
 /// The warm list's bytes: version, count, then per kernel bindings, texel bindings, push
-/// bytes, name, defines and source (strings as u32 length + bytes).
-inline constexpr std::uint32_t warm_list_version = 2;  ///< 2: texel bindings
+/// bytes, parameter-buffer bytes, name, defines and source (strings as u32 length + bytes).
+inline constexpr std::uint32_t warm_list_version = 3;  ///< 2: texel bindings; 3: parameter buffers
 
 inline std::vector<std::byte> serialize_warm_list(const std::vector<const kernel_record*>& used) {
   std::vector<std::byte> out;
@@ -135,6 +140,7 @@ inline std::vector<std::byte> serialize_warm_list(const std::vector<const kernel
     u32(r->bindings);
     u32(r->texel_bindings);
     u32(r->push_bytes);
+    u32(r->params_bytes);
     str(r->name);
     u32(static_cast<std::uint32_t>(r->defines.size()));
     for (const auto& [n, v] : r->defines) {
@@ -178,6 +184,7 @@ inline std::vector<kernel_record> parse_warm_list(std::span<const std::byte> in)
     r.bindings = u32();
     r.texel_bindings = u32();
     r.push_bytes = u32();
+    r.params_bytes = u32();
     r.name = str();
     const std::uint32_t nd = u32();
     for (std::uint32_t d = 0; ok && d < nd && d < 64; ++d) {
@@ -249,13 +256,10 @@ class shader_cache {
       built_.wait(lock);  // the warm-start thread is building it: cheaper than a second build
     }
     ++stats_.memory_misses;
-    if (k.bindings > sequence::max_bindings) {
-      throw shader_error("kiln::vulkan: kernel '" + std::string(k.name) + "' binds " + std::to_string(k.bindings) +
-                         " buffers; at most " + std::to_string(sequence::max_bindings) + " are supported");
-    }
-    if (k.push_bytes > info_.max_push_constants) {
-      throw shader_error("kiln::vulkan: kernel '" + std::string(k.name) + "' needs " + std::to_string(k.push_bytes) +
-                         " bytes of push constants; the device allows " + std::to_string(info_.max_push_constants));
+    if (std::string why = beyond_limits(k); !why.empty()) {
+      std::string msg = "kiln::vulkan: kernel '" + std::string(k.name) + "'";
+      if (!k.expression.empty()) msg += " generated for " + std::string(k.expression);
+      throw shader_error(msg + " " + why);
     }
     building_.insert(key);  // so that the warm-start thread leaves it alone
     lock.unlock();
@@ -333,6 +337,37 @@ class shader_cache {
     return again == pipelines_.end() ? nullptr : again->second.get();
   }
 
+  /// What k needs beyond the device's limits, in words naming the limit; "" when it fits.
+  std::string beyond_limits(const kernel_spec& k) const {
+    const std::uint32_t texel = static_cast<std::uint32_t>(std::popcount(k.texel_bindings));
+    const std::uint64_t storage = std::uint64_t(k.bindings) - texel + (k.params_bytes ? 1 : 0);
+    auto limit = [&](std::uint64_t need, const char* what, std::uint64_t allowed, const char* names) {
+      return "needs " + std::to_string(need) + " " + what + "; " + info_.label() + " allows " + std::to_string(allowed) +
+             " (" + names + ")";
+    };
+    if (k.bindings < 32 && (k.texel_bindings >> k.bindings) != 0) {
+      return "marks a binding beyond its " + std::to_string(k.bindings) + " as a texel buffer";
+    }
+    if (storage > info_.max_storage_buffers) {
+      return limit(storage, "storage-buffer descriptors", info_.max_storage_buffers,
+                   "maxPerStageDescriptorStorageBuffers / maxDescriptorSetStorageBuffers");
+    }
+    if (texel > info_.max_texel_buffers) {
+      return limit(texel, "uniform-texel-buffer descriptors", info_.max_texel_buffers,
+                   "maxPerStageDescriptorSampledImages / maxDescriptorSetSampledImages");
+    }
+    if (storage + texel > info_.max_resources) {
+      return limit(storage + texel, "descriptors", info_.max_resources, "maxPerStageResources");
+    }
+    if (k.push_bytes > info_.max_push_constants) {
+      return limit(k.push_bytes, "bytes of push constants", info_.max_push_constants, "maxPushConstantsSize");
+    }
+    if (k.params_bytes > info_.max_storage_buffer_range) {
+      return limit(k.params_bytes, "bytes of parameters", info_.max_storage_buffer_range, "maxStorageBufferRange");
+    }
+    return {};
+  }
+
   static std::unique_ptr<pipeline> make_pipeline(const kernel_spec& k) {
     auto p = std::make_unique<pipeline>();
     p->source = kernel_record(k);
@@ -376,7 +411,7 @@ class shader_cache {
         double seconds = 0;
         bool ok = false;
         try {
-          if (k.bindings <= sequence::max_bindings && k.push_bytes <= info_.max_push_constants) {
+          if (beyond_limits(k).empty()) {
             if (auto spirv = load_spirv(k)) {
               p = make_pipeline(k);
               seconds = build(*p, k, *spirv);
@@ -488,15 +523,16 @@ class shader_cache {
 
   /// Creates p's Vulkan objects; the seconds vkCreateComputePipelines took.
   double build(pipeline& p, const kernel_spec& k, const std::vector<std::uint32_t>& spirv) {
-    std::vector<VkDescriptorSetLayoutBinding> binds(k.bindings);
-    for (std::uint32_t i = 0; i < k.bindings; ++i) {
-      const VkDescriptorType type = (k.texel_bindings >> i) & 1u ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
-                                                                  : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    const std::uint32_t n = k.bindings + (k.params_bytes ? 1 : 0);  // the parameter buffer last
+    std::vector<VkDescriptorSetLayoutBinding> binds(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const VkDescriptorType type = i < 32 && (k.texel_bindings >> i) & 1u ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                                           : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       binds[i] = VkDescriptorSetLayoutBinding{i, type, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
     }
     VkDescriptorSetLayoutCreateInfo dl{};
     dl.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
-    dl.bindingCount = k.bindings;
+    dl.bindingCount = n;
     dl.pBindings = binds.data();
     check(vkCreateDescriptorSetLayout(dev_, &dl, nullptr, &p.set_layout), "vkCreateDescriptorSetLayout");
 

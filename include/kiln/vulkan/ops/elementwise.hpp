@@ -24,12 +24,18 @@
 namespace kiln::detail::vk {
 
 /// What ctx lets a generated kernel use: the wide variant, texel reads (a statement uses
-/// them only where every input can have a texel view), and single steps up to the
-/// invocations one dispatch can run.
+/// them only where every input can have a texel view), single steps up to the
+/// invocations one dispatch can run, and the device's push-constant and descriptor limits.
 inline plan_options plan_options_for(const context_state& ctx) {
-  const std::uint64_t max_invocations =
-      ctx.single_step() ? std::uint64_t(ctx.workgroup_size()) * ctx.info().max_workgroup_count[0] : 0;
-  return plan_options{ctx.info().int64, ctx.texel_reads(), max_invocations};
+  const device_info& d = ctx.info();
+  const std::uint64_t max_invocations = ctx.single_step() ? std::uint64_t(ctx.workgroup_size()) * d.max_workgroup_count[0] : 0;
+  plan_options o{d.int64, ctx.texel_reads(), max_invocations};
+  o.max_push_bytes = std::max<std::uint32_t>(d.max_push_constants, 4);  // 0 would mean "no limit"
+  o.max_storage_buffers = std::max<std::uint32_t>(d.max_storage_buffers, 1);
+  o.max_texel_buffers = std::min(d.max_texel_buffers, max_texel_binding);
+  o.texel_views = d.max_texel_buffer_elements > 0 && o.max_texel_buffers > 0;
+  o.texel_reads = o.texel_reads && o.texel_views;
+  return o;
 }
 
 /// Records one dispatch of kn writing os and reading the leaves' storages (in
@@ -46,9 +52,9 @@ inline void record_kernel(context_state& ctx, const kernel& kn, const storage& o
     }
   }
 
-  const kernel_spec spec{kn.source.name, kn.source.glsl, {}, plan.bindings,
-                         static_cast<std::uint32_t>(kn.args.push.size() * sizeof(std::uint32_t)), kn.source.expression,
-                         plan.texel_bindings};
+  const auto param_bytes = static_cast<std::uint32_t>(kn.args.push.size() * sizeof(std::uint32_t));
+  const kernel_spec spec{kn.source.name, kn.source.glsl, {}, plan.bindings, plan.params_buffer ? 0 : param_bytes,
+                         kn.source.expression, plan.texel_bindings, plan.params_buffer ? param_bytes : 0};
   std::uint32_t groups = 0;
   if (plan.single_step) {  // an invocation for every step (and tail element)
     const std::uint64_t wg = ctx.workgroup_size();
@@ -71,9 +77,10 @@ void record_elementwise_kernel(const tensor<T, B>& out, const N& n) {
   for_each_leaf(n, [&](const auto& in) {
     same_context(out, *in.storage(), "evaluate");
     require_storage_width<typename std::remove_cvref_t<decltype(in)>::value_type>(ctx);
-    opt.texel_reads = opt.texel_reads && ctx.texel_viewable(in.storage()->alloc());
+    opt.texel_views = opt.texel_views && ctx.texel_viewable(in.storage()->alloc());
     leaves[k++] = in.storage().get();
   });
+  opt.texel_reads = opt.texel_reads && opt.texel_views;
   const kernel kn = make_kernel(out, n, opt);
   record_kernel(ctx, kn, *out.storage(), std::span<const storage* const>(leaves, k));
 }
