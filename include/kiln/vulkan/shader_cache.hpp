@@ -215,7 +215,8 @@ inline bool spirv_fits(std::span<const std::uint32_t> w, const kernel_spec& k) {
     std::uint32_t a = 0, b = 0;       // its first operands
     std::int64_t set = -1, binding = -1, array_stride = -1;
   };
-  std::vector<id_info> ids(bound);
+  // By id; a map, so that what this costs follows the module's size, not its claimed bound.
+  std::unordered_map<std::uint32_t, id_info> ids;
   std::unordered_map<std::uint64_t, std::uint32_t> offsets;  // (struct id << 32 | member) -> Offset
   std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> structs;
   std::vector<std::uint32_t> variables;
@@ -301,15 +302,19 @@ inline bool spirv_fits(std::span<const std::uint32_t> w, const kernel_spec& k) {
     i += n;
   }
   if (entry_points != 1 || !main_compute || open_functions || !functions) return false;
-  auto is_function = [&](std::uint32_t id) { return id > 0 && id < bound && ids[id].op == op_function; };
+  auto is_function = [&](std::uint32_t id) {
+    const auto it = ids.find(id);
+    return it != ids.end() && it->second.op == op_function;
+  };
   if (!is_function(main_function)) return false;
   for (std::uint32_t f : called)
     if (!is_function(f)) return false;
   // Bytes a push-constant type takes; 0 when this check does not know the type (then
   // only the presence of push constants is checked).
   auto size_of = [&](auto&& self, std::uint32_t t, int depth) -> std::uint64_t {
-    if (t >= bound || depth > 8) return 0;
-    const id_info& d = ids[t];
+    const auto it = ids.find(t);
+    if (it == ids.end() || depth > 8) return 0;
+    const id_info& d = it->second;
     switch (d.op) {
       case op_type_int:
       case op_type_float:
@@ -317,11 +322,15 @@ inline bool spirv_fits(std::span<const std::uint32_t> w, const kernel_spec& k) {
       case op_type_vector:
         return self(self, d.a, depth + 1) * d.b;
       case op_type_array:
-        if (d.array_stride < 0 || d.b >= bound || ids[d.b].op != op_constant) return 0;
-        return std::uint64_t(d.array_stride) * ids[d.b].b;
+        if (const auto n = ids.find(d.b); d.array_stride >= 0 && n != ids.end() && n->second.op == op_constant) {
+          return std::uint64_t(d.array_stride) * n->second.b;
+        }
+        return 0;
       case op_type_struct: {
         std::uint64_t end = 0;
-        const auto& m = structs[t];
+        const auto m_it = structs.find(t);
+        if (m_it == structs.end()) return 0;
+        const auto& m = m_it->second;
         for (std::uint32_t j = 0; j < m.size(); ++j) {
           const auto off = offsets.find((std::uint64_t(t) << 32) | j);
           const std::uint64_t size = self(self, m[j], depth + 1);
@@ -335,12 +344,11 @@ inline bool spirv_fits(std::span<const std::uint32_t> w, const kernel_spec& k) {
     }
   };
   for (std::uint32_t v : variables) {
-    const id_info& var = ids[v];
+    const id_info var = ids[v];
     if (var.b == sc_push_constant) {
       if (k.push_bytes == 0) return false;
-      const id_info& ptr = ids[var.a];
-      if (ptr.op == op_type_pointer) {
-        const std::uint64_t bytes = size_of(size_of, ptr.b, 0);
+      if (const auto ptr = ids.find(var.a); ptr != ids.end() && ptr->second.op == op_type_pointer) {
+        const std::uint64_t bytes = size_of(size_of, ptr->second.b, 0);
         if (bytes > k.push_bytes) return false;
       }
       continue;
