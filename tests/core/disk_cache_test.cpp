@@ -1,12 +1,19 @@
 // tests/core/disk_cache_test.cpp — the persistent kernel cache's storage layer: round
 // trips, validation of damaged or foreign files, atomic replacement under concurrent
-// writers (threads and processes), and the directory the environment selects.
+// writers (threads and processes), the directory the environment selects, and hostile
+// files: size fields past the file's end, FIFOs, links and directories in place of
+// entries, payloads spliced under another key.
 #include <gtest/gtest.h>
 
 #include <kiln/detail/disk_cache.hpp>
 
+#include <fcntl.h>     // open(O_WRONLY | O_NONBLOCK): releases a load blocked on a FIFO
+#include <sys/stat.h>  // mkfifo
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <future>
 
 #include <cstdlib>
 #include <cstring>
@@ -219,4 +226,124 @@ TEST(disk_cache, unwritable_directory_fails_quietly) {
   EXPECT_FALSE(c.store("k", "spv", bytes("x")));
   EXPECT_FALSE(c.load("k", "spv"));
   EXPECT_EQ(c.stats().write_failures, 1u);
+}
+
+// ---- hostile files ----------------------------------------------------------------------
+
+namespace {
+
+/// Byte offsets of the entry header's fields (magic[8], version, reserved, key size,
+/// payload size, checksum).
+constexpr std::streamoff key_size_at = 16, payload_size_at = 24, checksum_at = 32, header_bytes = 40;
+
+void poke_u64(const fs::path& p, std::streamoff at, std::uint64_t v) {
+  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(at);
+  f.write(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+/// Runs c.load(key) with a watchdog: if it has not returned after 10 s (blocked in open()
+/// on the FIFO at fifo), the test fails and opens the FIFO for writing, which releases the
+/// blocked open, so that a regression fails the test instead of hanging the suite.
+std::optional<std::vector<std::byte>> load_with_watchdog(disk_cache& c, const std::string& key, const fs::path& fifo) {
+  auto result = std::async(std::launch::async, [&] { return c.load(key, "spv"); });
+  if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "disk_cache::load blocked on a FIFO";
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  }
+  return result.get();
+}
+
+}  // namespace
+
+TEST(disk_cache, size_fields_past_the_files_end_are_rejected_before_allocating) {
+  // A payload size of 4 GiB used to be trusted: every load allocated and zeroed 4 GiB.
+  disk_cache c(fresh_dir());
+  const auto payload = bytes("a small kernel");
+  const fs::path p = c.path_for("k", "spv");
+  for (const std::uint64_t size : {std::uint64_t(1) << 32, ~std::uint64_t(0), std::uint64_t(1) << 63,
+                                   std::uint64_t(payload.size() + 1), std::uint64_t(payload.size() - 1)}) {
+    ASSERT_TRUE(c.store("k", "spv", payload));
+    poke_u64(p, payload_size_at, size);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_FALSE(c.load("k", "spv")) << size;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.5) << size;
+  }
+  for (const std::uint64_t size : {std::uint64_t(1) << 32, ~std::uint64_t(0)}) {  // the key's size too
+    ASSERT_TRUE(c.store("k", "spv", payload));
+    poke_u64(p, key_size_at, size);
+    EXPECT_FALSE(c.load("k", "spv")) << size;
+  }
+  EXPECT_EQ(c.stats().rejected, 7u);
+  ASSERT_TRUE(c.store("k", "spv", payload));  // replaced by a good entry
+  ASSERT_TRUE(c.load("k", "spv"));
+  EXPECT_EQ(*c.load("k", "spv"), payload);
+}
+
+TEST(disk_cache, a_fifo_in_place_of_an_entry_neither_blocks_nor_sticks) {
+  disk_cache c(fresh_dir());
+  fs::create_directories(c.directory());
+  const fs::path p = c.path_for("k", "spv");
+  ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0);
+  EXPECT_FALSE(load_with_watchdog(c, "k", p));
+  EXPECT_EQ(c.stats().rejected, 1u);
+  ASSERT_TRUE(c.store("k", "spv", bytes("payload")));  // the FIFO is replaced
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(p)));
+  const auto got = load_with_watchdog(c, "k", p);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(*got, bytes("payload"));
+}
+
+TEST(disk_cache, links_and_directories_in_place_of_entries_are_not_followed) {
+  disk_cache c(fresh_dir());
+  disk_cache elsewhere(fresh_dir());
+  ASSERT_TRUE(elsewhere.store("k", "spv", bytes("someone else's file")));
+  fs::create_directories(c.directory());
+  const fs::path p = c.path_for("k", "spv");
+  fs::create_symlink(elsewhere.path_for("k", "spv"), p);
+  EXPECT_FALSE(c.load("k", "spv")) << "a link was followed";
+  ASSERT_TRUE(c.store("k", "spv", bytes("mine")));  // replaces the link, not its target
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(p)));
+  EXPECT_EQ(*elsewhere.load("k", "spv"), bytes("someone else's file"));
+  EXPECT_EQ(*c.load("k", "spv"), bytes("mine"));
+
+  const fs::path q = c.path_for("d", "spv");
+  fs::create_directories(q);
+  EXPECT_FALSE(c.load("d", "spv"));
+  EXPECT_EQ(c.stats().rejected, 2u);
+}
+
+TEST(disk_cache, a_payload_spliced_under_another_key_is_rejected) {
+  // A file with this entry's key, another entry's payload and that payload's own hash:
+  // the checksum covers the key, so the splice does not validate.
+  disk_cache c(fresh_dir());
+  const auto mine = bytes("kernel B's SPIR-V"), theirs = bytes("kernel A's SPIR-V, longer");
+  ASSERT_TRUE(c.store("key B", "spv", mine));
+  const fs::path p = c.path_for("key B", "spv");
+  auto write_entry = [&](std::uint64_t checksum) {
+    std::string head(std::size_t(header_bytes), '\0');
+    std::ifstream(p, std::ios::binary).read(head.data(), header_bytes);
+    std::ofstream f(p, std::ios::binary | std::ios::trunc);
+    f.write(head.data(), header_bytes);
+    f << "key B";
+    f.write(reinterpret_cast<const char*>(theirs.data()), std::streamsize(theirs.size()));
+    f.close();
+    poke_u64(p, payload_size_at, theirs.size());
+    poke_u64(p, checksum_at, checksum);
+  };
+  write_entry(kiln::detail::fnv1a(std::span<const std::byte>(theirs)));  // the payload's hash alone
+  EXPECT_FALSE(c.load("key B", "spv"));
+  write_entry(disk_cache::checksum("key B", theirs));  // a deliberate forgery validates as a file:
+  ASSERT_TRUE(c.load("key B", "spv"));                 // its user checks the payload (spirv_fits)
+  EXPECT_EQ(*c.load("key B", "spv"), theirs);
+}
+
+TEST(disk_cache, evict_removes_an_entry) {
+  disk_cache c(fresh_dir());
+  ASSERT_TRUE(c.store("k", "spv", bytes("payload")));
+  c.evict("k", "spv");
+  EXPECT_FALSE(fs::exists(c.path_for("k", "spv")));
+  EXPECT_FALSE(c.load("k", "spv"));
+  EXPECT_EQ(c.stats().evictions, 1u);
 }

@@ -190,8 +190,17 @@ class context_state {
   /// Frees `a` now if the GPU is done with it, else once the last use completes.
   void release(const allocation& a, const access_state& s) noexcept {
     std::lock_guard lock(mutex_);
-    if (lost_ || s.last_use() <= seq_->completed()) pool_->free(a);
-    else deferred_.emplace_back(s.last_use(), a);
+    if (lost_) {
+      // A loss seen by one call need not have stopped work submitted before it: let the
+      // device drain once (a lost device returns at once) before memory goes back.
+      if (!drained_) vkDeviceWaitIdle(device_.dev);
+      drained_ = true;
+      pool_->free(a);
+    } else if (s.last_use() <= seq_->completed()) {
+      pool_->free(a);
+    } else {
+      deferred_.emplace_back(s.last_use(), a);
+    }
   }
 
   memory_stats memory() const {
@@ -320,7 +329,7 @@ class context_state {
       ring_commit(at, n);
       const std::uint64_t v = seq_->recording_value();
       submit_locked();
-      fatal_on_failure([&] { seq_->wait(v); });
+      fatal_on_failure([&] { seq_->wait(v, &lost_); });
       poll_locked();
       std::memcpy(static_cast<std::byte*>(dst) + done, ring_.alloc.mapped() + at, n);
       done += n;
@@ -471,7 +480,7 @@ class context_state {
     if (v > seq_->submitted()) submit_locked();
     if (v > seq_->submitted()) return;  // nothing was recorded for it after all
     lock.unlock();
-    fatal_on_failure([&] { seq_->wait(v); });
+    fatal_on_failure([&] { seq_->wait(v, &lost_); });
     lock.lock();
     poll_locked();
   }
@@ -498,7 +507,7 @@ class context_state {
     }
     if (need > seq_->completed()) {
       if (need > seq_->submitted()) submit_locked();
-      fatal_on_failure([&] { seq_->wait(need); });  // the lock stays: the range is ours next
+      fatal_on_failure([&] { seq_->wait(need, &lost_); });  // the lock stays: the range is ours next
       poll_locked();
     }
     std::erase_if(ring_.in_use, [&](const staging_ring::range& r) { return r.value <= seq_->completed(); });
@@ -638,6 +647,7 @@ class context_state {
   mutable std::mutex mutex_;
   mutable std::mutex lost_mutex_;
   std::atomic<bool> lost_{false};
+  bool drained_ = false;  ///< lost, and the device idled since (mutex_)
   std::string lost_reason_;
 };
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
@@ -72,6 +73,90 @@ inline std::string call_failed(const char* call, VkResult r) {
 inline void check(VkResult r, const char* call) {
   if (r != VK_SUCCESS) throw device_error("kiln::vulkan: " + call_failed(call, r));
 }
+
+// ---------------------------------------------------------------------------------------
+// Fault injection (tests only)
+
+/// One fault site's countdown (fault_injection).
+struct fault_counter {
+  std::uint64_t skip = 0;
+  std::int64_t times = 0;
+  std::uint64_t fired = 0;
+};
+
+/// What fault_injection shares between threads.
+struct fault_state {
+  std::atomic<bool> armed{false};
+  std::mutex mutex;
+  fault_counter sites[8];
+};
+
+/// Makes chosen runtime calls fail, so that tests can reach the paths a real device takes
+/// only under memory pressure, a broken compiler or a lost GPU. Always compiled in: the
+/// tests then exercise the very code users run (a macro that test files define would give
+/// the runtime's inline functions two definitions in one program), and while nothing is
+/// armed a site costs one relaxed load and a branch that is never taken, beside a Vulkan
+/// call of microseconds. Process-wide; tests disarm it when done (fault_injection::scope).
+///
+///   fault_injection::arm(fault_injection::queue_submit);   // the next vkQueueSubmit fails
+///   fault_injection::arm(fault_injection::memory_allocation, 2, fault_injection::always);
+class fault_injection {
+ public:
+  enum site : unsigned {
+    memory_allocation,  ///< vkAllocateMemory -> VK_ERROR_OUT_OF_DEVICE_MEMORY
+    shader_compile,     ///< shaderc reports a failed compilation
+    pipeline_creation,  ///< vkCreateComputePipelines -> VK_ERROR_UNKNOWN
+    queue_submit,       ///< vkQueueSubmit -> VK_ERROR_DEVICE_LOST (nothing is submitted)
+    semaphore_wait,     ///< vkWaitSemaphores -> VK_ERROR_DEVICE_LOST
+    site_count
+  };
+  static constexpr std::int64_t always = -1;
+
+  /// Lets `skip` calls at s pass, then fails the next `times` calls (always: every call
+  /// until disarm).
+  static void arm(site s, std::uint64_t skip = 0, std::int64_t times = 1) {
+    std::lock_guard lock(state_.mutex);
+    state_.sites[s] = fault_counter{skip, times, 0};
+    state_.armed.store(true, std::memory_order_relaxed);
+  }
+  /// Every site back to normal.
+  static void disarm() {
+    std::lock_guard lock(state_.mutex);
+    for (auto& c : state_.sites) c = fault_counter{};
+    state_.armed.store(false, std::memory_order_relaxed);
+  }
+  /// Calls at s failed on purpose since it was last armed.
+  static std::uint64_t fired(site s) {
+    std::lock_guard lock(state_.mutex);
+    return state_.sites[s].fired;
+  }
+  /// Disarms everything when a test's scope ends, failed assertions included.
+  struct scope {
+    scope() = default;
+    scope(const scope&) = delete;
+    scope& operator=(const scope&) = delete;
+    ~scope() { disarm(); }
+  };
+
+  /// Asked by the runtime at each site: true when this call is to fail.
+  static bool fail(site s) noexcept {
+    if (!state_.armed.load(std::memory_order_relaxed)) [[likely]] return false;
+    std::lock_guard lock(state_.mutex);
+    auto& c = state_.sites[s];
+    if (c.times == 0) return false;
+    if (c.skip) {
+      --c.skip;
+      return false;
+    }
+    if (c.times > 0) --c.times;
+    ++c.fired;
+    return true;
+  }
+
+ private:
+  static_assert(site_count <= std::size(fault_state{}.sites));
+  static inline constinit fault_state state_{};  // constant-initialised: no static-init code
+};
 
 // ---------------------------------------------------------------------------------------
 // Validation-layer messages (KILN_VULKAN_VALIDATION=1 or options::validation)

@@ -421,7 +421,11 @@ class memory_pool {
     ai.pNext = dedicated ? &ded : nullptr;
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = type;
-    r = req.size > info_.max_allocation_size ? VK_ERROR_OUT_OF_DEVICE_MEMORY : vkAllocateMemory(dev_, &ai, nullptr, &b->memory);
+    if (req.size > info_.max_allocation_size || fault_injection::fail(fault_injection::memory_allocation)) {
+      r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    } else {
+      r = vkAllocateMemory(dev_, &ai, nullptr, &b->memory);
+    }
     if (r != VK_SUCCESS) {
       vkDestroyBuffer(dev_, b->buffer, nullptr);
       if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) return nullptr;

@@ -11,6 +11,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -206,7 +207,9 @@ class sequence {
     si.pCommandBuffers = &b.cmd;
     si.signalSemaphoreCount = 1;
     si.pSignalSemaphores = &timeline_;
-    check(vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE), "vkQueueSubmit");
+    check(fault_injection::fail(fault_injection::queue_submit) ? VK_ERROR_DEVICE_LOST
+                                                                 : vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE),
+          "vkQueueSubmit");
     b.value = signal;
     submitted_ = signal;
     ++epoch_;  // the semaphore orders this batch before the next one
@@ -236,14 +239,25 @@ class sequence {
   }
 
   /// Blocks until the timeline reaches v (which must have been submitted). Safe to call
-  /// without the context's mutex: it touches only the semaphore.
-  void wait(std::uint64_t v) const {
+  /// without the context's mutex: it touches only the semaphore. Waits in slices and
+  /// gives up with kiln::device_error once `lost` is set: when another call has found the
+  /// device lost, a value it will never signal must not hold this thread forever.
+  void wait(std::uint64_t v, const std::atomic<bool>* lost = nullptr) const {
     VkSemaphoreWaitInfo wi{};
     wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO;
     wi.semaphoreCount = 1;
     wi.pSemaphores = &timeline_;
     wi.pValues = &v;
-    check(vkWaitSemaphores(dev_, &wi, UINT64_MAX), "vkWaitSemaphores");
+    constexpr std::uint64_t slice_ns = 100'000'000;
+    for (;;) {
+      const VkResult r = fault_injection::fail(fault_injection::semaphore_wait)
+                             ? VK_ERROR_DEVICE_LOST
+                             : vkWaitSemaphores(dev_, &wi, lost ? slice_ns : UINT64_MAX);
+      if (r != VK_TIMEOUT) return check(r, "vkWaitSemaphores");
+      if (lost->load(std::memory_order_relaxed)) {
+        throw device_error("kiln::vulkan: vkWaitSemaphores: abandoned, the device was lost meanwhile");
+      }
+    }
   }
 
  private:

@@ -86,6 +86,9 @@ struct cache_stats {
   std::uint64_t preloaded = 0;       ///< pipelines rebuilt in the background from the warm list
   double preload_seconds = 0;        ///< time the background thread spent creating them
   bool pipeline_cache_loaded = false;  ///< a VkPipelineCache was restored from disk
+  bool pipeline_cache_rejected = false;  ///< one was on disk but not for this device (replaced at close)
+  std::uint64_t spirv_rejected = 0;  ///< SPIR-V entries that validated as files but not as k's module (evicted)
+  std::uint64_t disk_evicted = 0;    ///< entries removed: SPIR-V that did not fit, or that the driver refused
   std::string directory;             ///< the disk cache's directory ("" = disabled)
 };
 
@@ -199,6 +202,172 @@ inline std::vector<kernel_record> parse_warm_list(std::span<const std::byte> in)
   return out;
 }
 
+/// Whether `w` could be kernel k's SPIR-V, checked before a driver sees words from the
+/// disk: a well-formed module (header, an instruction stream that ends exactly at the end,
+/// ids below the bound, functions closed, called functions defined), one GLCompute entry
+/// point "main" that is a defined function, and resources that fit k's
+/// layout: set 0, bindings below k.bindings, each of the kind k declares (texel view or
+/// storage buffer), push constants only when k has some and no more bytes than it has.
+/// Garbage, another kernel's module and a truncated one fail here; a module that passes
+/// and still fails in the driver is evicted by the cache (shader_cache::get).
+inline bool spirv_fits(std::span<const std::uint32_t> w, const kernel_spec& k) {
+  constexpr std::uint32_t magic = 0x07230203u;
+  if (w.size() < 5 || w[0] != magic || w[4] != 0) return false;
+  const std::uint32_t major = (w[1] >> 16) & 0xff, minor = (w[1] >> 8) & 0xff;
+  if ((w[1] & 0xff0000ffu) != 0 || major != 1 || minor > 6) return false;
+  const std::uint32_t bound = w[3];
+  if (bound == 0 || bound > (1u << 22)) return false;
+  struct id_info {
+    std::uint32_t op = 0;             // the opcode that defined it (types, variables, constants)
+    std::uint32_t a = 0, b = 0;       // its first operands
+    std::int64_t set = -1, binding = -1, array_stride = -1;
+  };
+  // By id; a map, so that what this costs follows the module's size, not its claimed bound.
+  std::unordered_map<std::uint32_t, id_info> ids;
+  std::unordered_map<std::uint64_t, std::uint32_t> offsets;  // (struct id << 32 | member) -> Offset
+  std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> structs;
+  std::vector<std::uint32_t> variables;
+  int entry_points = 0;
+  bool main_compute = false;
+  std::uint32_t main_function = 0;
+  int open_functions = 0, functions = 0;  // a module cut between instructions shows here
+  std::vector<std::uint32_t> called;
+  constexpr std::uint32_t op_entry_point = 15, op_type_int = 21, op_type_float = 22, op_type_vector = 23,
+                          op_type_array = 28, op_type_struct = 30, op_type_pointer = 32, op_constant = 43,
+                          op_variable = 59, op_decorate = 71, op_member_decorate = 72, op_function = 54,
+                          op_function_end = 56, op_function_call = 57;
+  constexpr std::uint32_t deco_array_stride = 6, deco_binding = 33, deco_set = 34, deco_offset = 35;
+  constexpr std::uint32_t sc_uniform_constant = 0, sc_uniform = 2, sc_push_constant = 9, sc_storage_buffer = 12;
+  for (std::size_t i = 5; i < w.size();) {
+    const std::uint32_t op = w[i] & 0xffffu, n = w[i] >> 16;
+    if (n == 0 || n > w.size() - i) return false;
+    const std::uint32_t* o = w.data() + i + 1;  // operands: n - 1 words
+    auto id_ok = [&](std::uint32_t id) { return id > 0 && id < bound; };
+    switch (op) {
+      case op_entry_point: {
+        if (n < 4) return false;
+        ++entry_points;
+        const char* name = reinterpret_cast<const char*>(o + 2);
+        main_compute = o[0] == 5 /* GLCompute */ && (n - 3) * 4 >= 5 && std::memcmp(name, "main", 5) == 0;
+        main_function = o[1];
+        break;
+      }
+      case op_function:
+        if (n < 5 || !id_ok(o[1]) || open_functions) return false;
+        ids[o[1]].op = op;
+        ++open_functions;
+        ++functions;
+        break;
+      case op_function_end:
+        if (--open_functions != 0) return false;
+        break;
+      case op_function_call:
+        if (n < 4 || !open_functions) return false;
+        called.push_back(o[2]);
+        break;
+      case op_decorate:
+        if (n < 3 || !id_ok(o[0])) return false;
+        if (n >= 4 && o[1] == deco_binding) ids[o[0]].binding = o[2];
+        if (n >= 4 && o[1] == deco_set) ids[o[0]].set = o[2];
+        if (n >= 4 && o[1] == deco_array_stride) ids[o[0]].array_stride = o[2];
+        break;
+      case op_member_decorate:
+        if (n < 4 || !id_ok(o[0])) return false;
+        if (n >= 5 && o[2] == deco_offset) offsets[(std::uint64_t(o[0]) << 32) | o[1]] = o[3];
+        break;
+      case op_type_int:
+      case op_type_float:
+      case op_type_vector:
+      case op_type_array:
+      case op_type_pointer:
+        if (n < 3 || !id_ok(o[0])) return false;
+        ids[o[0]].op = op;  // field by field: decorations came first and stay
+        ids[o[0]].a = o[1];
+        ids[o[0]].b = n > 3 ? o[2] : 0;
+        break;
+      case op_type_struct:
+        if (n < 2 || !id_ok(o[0])) return false;
+        ids[o[0]].op = op;
+        structs[o[0]].assign(o + 1, o + (n - 1));
+        break;
+      case op_constant:
+        if (n < 4 || !id_ok(o[1])) return false;
+        ids[o[1]].op = op;
+        ids[o[1]].a = o[0];
+        ids[o[1]].b = o[2];
+        break;
+      case op_variable:
+        if (n < 4 || !id_ok(o[1])) return false;
+        ids[o[1]].op = op;
+        ids[o[1]].a = o[0];  // pointer type
+        ids[o[1]].b = o[2];  // storage class
+        variables.push_back(o[1]);
+        break;
+      default:
+        break;
+    }
+    i += n;
+  }
+  if (entry_points != 1 || !main_compute || open_functions || !functions) return false;
+  auto is_function = [&](std::uint32_t id) {
+    const auto it = ids.find(id);
+    return it != ids.end() && it->second.op == op_function;
+  };
+  if (!is_function(main_function)) return false;
+  for (std::uint32_t f : called)
+    if (!is_function(f)) return false;
+  // Bytes a push-constant type takes; 0 when this check does not know the type (then
+  // only the presence of push constants is checked).
+  auto size_of = [&](auto&& self, std::uint32_t t, int depth) -> std::uint64_t {
+    const auto it = ids.find(t);
+    if (it == ids.end() || depth > 8) return 0;
+    const id_info& d = it->second;
+    switch (d.op) {
+      case op_type_int:
+      case op_type_float:
+        return d.a / 8;
+      case op_type_vector:
+        return self(self, d.a, depth + 1) * d.b;
+      case op_type_array:
+        if (const auto n = ids.find(d.b); d.array_stride >= 0 && n != ids.end() && n->second.op == op_constant) {
+          return std::uint64_t(d.array_stride) * n->second.b;
+        }
+        return 0;
+      case op_type_struct: {
+        std::uint64_t end = 0;
+        const auto m_it = structs.find(t);
+        if (m_it == structs.end()) return 0;
+        const auto& m = m_it->second;
+        for (std::uint32_t j = 0; j < m.size(); ++j) {
+          const auto off = offsets.find((std::uint64_t(t) << 32) | j);
+          const std::uint64_t size = self(self, m[j], depth + 1);
+          if (off == offsets.end() || size == 0) return 0;
+          end = std::max<std::uint64_t>(end, off->second + size);
+        }
+        return end;
+      }
+      default:
+        return 0;
+    }
+  };
+  for (std::uint32_t v : variables) {
+    const id_info var = ids[v];
+    if (var.b == sc_push_constant) {
+      if (k.push_bytes == 0) return false;
+      if (const auto ptr = ids.find(var.a); ptr != ids.end() && ptr->second.op == op_type_pointer) {
+        const std::uint64_t bytes = size_of(size_of, ptr->second.b, 0);
+        if (bytes > k.push_bytes) return false;
+      }
+      continue;
+    }
+    if (var.binding < 0 && var.set < 0) continue;  // inputs, shared memory: not resources
+    if (var.set != 0 || var.binding < 0 || var.binding >= std::int64_t(k.bindings)) return false;
+    const bool texel = (k.texel_bindings >> var.binding) & 1u;
+    if (texel ? var.b != sc_uniform_constant : (var.b != sc_storage_buffer && var.b != sc_uniform)) return false;
+  }
+  return true;
+}
+
 /// The running program, so that each program keeps a warm list of its own.
 inline std::string program_identity() {
   std::error_code ec;
@@ -266,9 +435,22 @@ class shader_cache {
     std::unique_ptr<pipeline> p;
     double seconds = 0;
     try {
-      const std::vector<std::uint32_t> spirv = spirv_for(k);
+      bool from_disk = false;
+      std::vector<std::uint32_t> spirv = spirv_for(k, from_disk);
       p = make_pipeline(k);
-      seconds = build(*p, k, spirv);
+      try {
+        seconds = build(*p, k, spirv);
+      } catch (const device_error&) {
+        if (!from_disk) throw;
+        // The driver refused SPIR-V that the disk gave: drop the entry and build from
+        // source, so that a kernel never fails because of what is on disk.
+        destroy(*p);
+        p = make_pipeline(k);
+        disk_.evict(spirv_key(k), "spv");
+        spirv = compile(k);
+        disk_.store(spirv_key(k), "spv", std::as_bytes(std::span(spirv)));
+        seconds = build(*p, k, spirv);
+      }
     } catch (...) {
       if (p) destroy(*p);
       lock.lock();
@@ -302,6 +484,7 @@ class shader_cache {
     s.disk_hits = d.hits;
     s.disk_misses = d.misses;
     s.disk_rejected = d.rejected;
+    s.disk_evicted = d.evictions;
     s.compilations = compilations_;
     s.directory = disk_.directory().string();
     return s;
@@ -474,8 +657,11 @@ class shader_cache {
     }
     const std::string file = std::string(k.name) + ".comp";
     const auto t0 = std::chrono::steady_clock::now();
-    shaderc_compilation_result_t res = shaderc_compile_into_spv(compiler_, k.glsl.data(), k.glsl.size(),
-                                                                shaderc_compute_shader, file.c_str(), "main", opts);
+    const bool injected = fault_injection::fail(fault_injection::shader_compile);
+    shaderc_compilation_result_t res =
+        injected ? nullptr
+                 : shaderc_compile_into_spv(compiler_, k.glsl.data(), k.glsl.size(), shaderc_compute_shader, file.c_str(),
+                                            "main", opts);
     shaderc_compile_options_release(opts);
     ++compilations_;
     {
@@ -483,7 +669,9 @@ class shader_cache {
       stats_.compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     if (!res || shaderc_result_get_compilation_status(res) != shaderc_compilation_status_success) {
-      std::string log = res ? shaderc_result_get_error_message(res) : "shaderc returned no result";
+      std::string log = injected ? "compilation failed (injected by kiln::detail::vk::fault_injection)"
+                        : res      ? shaderc_result_get_error_message(res)
+                                   : "shaderc returned no result";
       if (res) shaderc_result_release(res);
       std::string msg = "kiln::vulkan: kernel '";
       msg += k.name;
@@ -564,7 +752,9 @@ class shader_cache {
     ci.stage.pSpecializationInfo = &spec;
     ci.layout = p.layout;
     const auto t0 = std::chrono::steady_clock::now();
-    const VkResult r = vkCreateComputePipelines(dev_, pipeline_cache_, 1, &ci, nullptr, &p.handle);
+    const VkResult r = fault_injection::fail(fault_injection::pipeline_creation)
+                           ? VK_ERROR_UNKNOWN
+                           : vkCreateComputePipelines(dev_, pipeline_cache_, 1, &ci, nullptr, &p.handle);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     vkDestroyShaderModule(dev_, module, nullptr);  // the pipeline keeps what it needs
     check(r, "vkCreateComputePipelines");
@@ -601,19 +791,31 @@ class shader_cache {
     return key;
   }
 
-  /// k's SPIR-V from the disk cache, when a valid entry exists.
+  /// k's SPIR-V from the disk cache, when a valid entry exists that fits k (spirv_fits);
+  /// an entry that does not is evicted.
   std::optional<std::vector<std::uint32_t>> load_spirv(const kernel_spec& k) {
-    if (auto blob = disk_.load(spirv_key(k), "spv"); blob && blob->size() % 4 == 0 && blob->size() >= 20) {
+    const std::string key = spirv_key(k);
+    auto blob = disk_.load(key, "spv");
+    if (!blob) return std::nullopt;
+    if (blob->size() % 4 == 0) {
       std::vector<std::uint32_t> words(blob->size() / 4);
       std::memcpy(words.data(), blob->data(), blob->size());
-      if (words[0] == 0x07230203u) return words;  // SPIR-V magic; anything else is not ours
+      if (spirv_fits(words, k)) return words;
     }
+    disk_.evict(key, "spv");
+    std::lock_guard lock(mutex_);
+    ++stats_.spirv_rejected;
     return std::nullopt;
   }
 
-  /// SPIR-V of k: from the disk cache when a valid entry exists, else compiled and stored.
-  std::vector<std::uint32_t> spirv_for(const kernel_spec& k) {
-    if (auto words = load_spirv(k)) return std::move(*words);
+  /// SPIR-V of k: from the disk cache when a valid entry exists (from_disk), else compiled
+  /// and stored.
+  std::vector<std::uint32_t> spirv_for(const kernel_spec& k, bool& from_disk) {
+    from_disk = false;
+    if (auto words = load_spirv(k)) {
+      from_disk = true;
+      return std::move(*words);
+    }
     std::vector<std::uint32_t> words = compile(k);
     disk_.store(spirv_key(k), "spv", std::as_bytes(std::span(words)));
     return words;
@@ -623,28 +825,44 @@ class shader_cache {
     VkPipelineCacheCreateInfo ci{};
     ci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
     std::optional<std::vector<std::byte>> blob = disk_.load(prefix_ + "pipeline cache", "pipeline");
-    // Vulkan's own header (length, version, vendor, device, cache UUID) must match too.
-    if (blob && blob->size() >= 32) {
-      std::uint32_t h[4];
-      std::memcpy(h, blob->data(), sizeof h);
-      const bool ours = h[0] >= 32 && h[1] == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && h[2] == info_.vendor_id &&
-                        h[3] == info_.device_id &&
-                        std::memcmp(blob->data() + 16, info_.uuid.data(), info_.uuid.size()) == 0;
-      if (ours) {
+    if (blob) {
+      if (pipeline_cache_header_fits(*blob)) {
         ci.initialDataSize = blob->size();
         ci.pInitialData = blob->data();
+      } else {
+        stats_.pipeline_cache_rejected = true;
       }
     }
-    if (vkCreatePipelineCache(dev_, &ci, nullptr, &pipeline_cache_) != VK_SUCCESS) {
+    VkResult r = vkCreatePipelineCache(dev_, &ci, nullptr, &pipeline_cache_);
+    if (r != VK_SUCCESS && ci.initialDataSize) {  // the driver refused the data: start empty
+      stats_.pipeline_cache_rejected = true;
+      ci.initialDataSize = 0;
+      ci.pInitialData = nullptr;
+      r = vkCreatePipelineCache(dev_, &ci, nullptr, &pipeline_cache_);
+    }
+    if (r != VK_SUCCESS) {
       pipeline_cache_ = VK_NULL_HANDLE;  // still correct without one, only slower
     } else {
       stats_.pipeline_cache_loaded = ci.initialDataSize > 0;
     }
   }
 
+  /// Whether a stored VkPipelineCache blob was made by this device and driver: the whole
+  /// VkPipelineCacheHeaderVersionOne (its length field exactly 32, version one, vendor
+  /// and device ids, the pipeline-cache UUID) is checked before the driver parses it.
+  bool pipeline_cache_header_fits(std::span<const std::byte> blob) const {
+    constexpr std::size_t header_bytes = 16 + VK_UUID_SIZE;
+    if (blob.size() < header_bytes) return false;
+    std::uint32_t h[4];
+    std::memcpy(h, blob.data(), sizeof h);
+    return h[0] == header_bytes && h[1] == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && h[2] == info_.vendor_id &&
+           h[3] == info_.device_id && std::memcmp(blob.data() + 16, info_.uuid.data(), info_.uuid.size()) == 0;
+  }
+
   void save_pipeline_cache() noexcept {
     if (!pipeline_cache_) return;
-    if (disk_.enabled() && stats_.memory_misses > 0) {  // nothing new to save otherwise
+    // Nothing new to save otherwise; a rejected blob is replaced in any case.
+    if (disk_.enabled() && (stats_.memory_misses > 0 || stats_.pipeline_cache_rejected)) {
       std::size_t size = 0;
       if (vkGetPipelineCacheData(dev_, pipeline_cache_, &size, nullptr) == VK_SUCCESS && size) {
         try {
