@@ -365,3 +365,35 @@ TEST(spirv_fits, accepts_a_kernels_own_module_and_rejects_mismatched_interfaces)
   w[1] = 0x00020000u;
   EXPECT_FALSE(vk::spirv_fits(w, k)) << "SPIR-V 2.0";
 }
+
+// A kernel whose parameters went to a storage buffer (past the push-constant limit) has
+// one binding more than its operands: its cached SPIR-V must still fit it.
+TEST_F(kernel_cache, a_kernel_with_a_parameter_buffer_loads_from_disk) {
+  temp_cache cache("params");
+  auto options = [] {
+    auto o = kiln_test::validated();
+    o.max_push_constants = 16;  // every generated kernel here takes its parameters from a buffer
+    return o;
+  };
+  auto run = [](kiln::context<kiln::vulkan>& c) {
+    std::vector<float> h(100);
+    for (std::size_t i = 0; i < h.size(); ++i) h[i] = float(i) - 50.0f;
+    auto a = kiln::from_host(c, {100}, h), b = kiln::from_host(c, {100}, h);
+    auto y = kiln::empty<float>(c, {100});
+    y = a * b + 0.25f;
+    const auto got = y.to_host();
+    for (std::size_t i = 0; i < h.size(); ++i) EXPECT_EQ(got[i], h[i] * h[i] + 0.25f) << i;
+  };
+  {
+    kiln::context<kiln::vulkan> c{options()};
+    run(c);
+    EXPECT_GE(kiln::vulkan::cache(c).compilations, 1u);
+  }
+  kiln::context<kiln::vulkan> c{options()};
+  kiln::vulkan::wait_preloaded(c);
+  run(c);
+  const auto s = kiln::vulkan::cache(c);
+  EXPECT_EQ(s.compilations, 0u);
+  EXPECT_EQ(s.spirv_rejected, 0u) << "the parameter buffer's binding was taken for a foreign one";
+  EXPECT_EQ(s.disk_evicted, 0u);
+}

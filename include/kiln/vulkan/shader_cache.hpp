@@ -361,8 +361,10 @@ inline bool spirv_fits(std::span<const std::uint32_t> w, const kernel_spec& k) {
       continue;
     }
     if (var.binding < 0 && var.set < 0) continue;  // inputs, shared memory: not resources
-    if (var.set != 0 || var.binding < 0 || var.binding >= std::int64_t(k.bindings)) return false;
-    const bool texel = (k.texel_bindings >> var.binding) & 1u;
+    // the parameter buffer, when k has one, is the storage buffer after the operands'
+    const std::int64_t bindings = std::int64_t(k.bindings) + (k.params_bytes ? 1 : 0);
+    if (var.set != 0 || var.binding < 0 || var.binding >= bindings) return false;
+    const bool texel = var.binding < 32 && ((k.texel_bindings >> var.binding) & 1u);
     if (texel ? var.b != sc_uniform_constant : (var.b != sc_storage_buffer && var.b != sc_uniform)) return false;
   }
   return true;
