@@ -18,14 +18,29 @@ layout(push_constant) uniform kiln_params {
   uint off3;
 } p;
 
+float kiln_exp(float x) {
+  float c = clamp(x, -1.040000000e+02, 8.900000000e+01);
+  float n = roundEven(c * 1.442695022e+00);
+  precise float t = c - n * 6.933593750e-01;  // exact
+  precise float r = t + n * 2.121944417e-04;
+  float e = fma(r * r, fma(fma(fma(fma(1.381461043e-03, r, 8.368710056e-03), r, 4.166838899e-02), r, 1.666652113e-01), r, 4.999999404e-01), r) + 1.0;
+  float h = floor(n * 0.5);
+  e = e * intBitsToFloat((int(h) + 127) << 23) * intBitsToFloat((int(n - h) + 127) << 23);
+  return isnan(x) ? x : e;
+}
 float kiln_gelu(float x) {
-  float a = abs(x);
-  float c = min(a, 5.656854153e+00);
-  float t = c * c;
-  float e = mix(c * fma(fma(fma(fma(fma(2.211375616e-08, t, 6.249753824e-06), t, 1.680841087e-04), t, 4.671523813e-03), t, 3.388284147e-02), t, 3.989422917e-01)
-                  / fma(fma(fma(fma(fma(1.171352665e-06, t, 7.289681525e-05), t, 1.880740630e-03), t, 2.864346094e-02), t, 2.515981197e-01), t, 1.000000000e+00),
-                0.5, 5.543717384e+00 <= a);  // a select, not a branch
-  return fma(a, e, 0.5 * x);  // NaN x: a is NaN, whatever GLSL's min made of c
+  float c = min(abs(x), 1.500000000e+01);
+  precise float p = c * 4097.0;  // c = ch + cl, 12 bits each (Veltkamp): products exact
+  precise float ch = p - (p - c);
+  precise float cl = c - ch;
+  precise float h = c * c;
+  precise float l = ((ch * ch - h) + 2.0 * ch * cl) + cl * cl;  // c^2 = h + l exactly
+  float e = kiln_exp(-0.5 * h);
+  e = fma(e, -0.5 * l, e);
+  float r = fma(fma(fma(fma(4.242551047e-03, c, 4.146265239e-02), c, 1.856600940e-01), c, 4.415093660e-01), c, 5.000000000e-01)
+          / fma(fma(fma(fma(fma(1.063439809e-02, c, 1.039370447e-01), c, 4.758812785e-01), c, 1.212481380e+00), c, 1.680903912e+00), c, 1.000000000e+00);
+  // a select, not a branch; NaN x: x < 0 is false and x * ... is NaN
+  return mix(x * fma(-r, e, 1.0), (x * r) * e, x < 0.0);
 }
 vec4 kiln_f32x4(u64vec2 w) { return uintBitsToFloat(uvec4(unpackUint2x32(w.x), unpackUint2x32(w.y))); }
 ivec4 kiln_i32x4(u64vec2 w) { return ivec4(uvec4(unpackUint2x32(w.x), unpackUint2x32(w.y))); }

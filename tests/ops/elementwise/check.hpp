@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <string>
@@ -223,6 +224,41 @@ void check_binary_lowp(const F& f, const O& oracle, tolerance t, float_inputs a_
     const ArrayXd want = oracle(ad, bd);
     EXPECT_TRUE(all_close(got, want, t.rtol, t.atol));
   }
+}
+
+/// Dense float op check: f(x) for n evenly spaced x in [lo, hi] (an odd n, so the lanes and
+/// the scalar tail both see the range), against ref(x) in long double, in relative error
+/// wherever |ref(x)| >= FLT_MIN; below (where a device may flush to 0 or round in the
+/// subnormals) the result must be within FLT_MIN of it. Returns the worst relative error,
+/// which the test reports, so that a change in accuracy shows in the log.
+template <class B, class F, class R>
+double check_unary_dense(const F& f, const R& ref, float lo, float hi, double rtol, std::size_t n = (std::size_t(1) << 20) + 3) {
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = lo + (hi - lo) * static_cast<float>(double(i) / double(n - 1));
+  const auto got = eval<float, B>(f, x);
+  constexpr double floor = std::numeric_limits<float>::min();
+  double worst = 0.0;
+  float worst_x = 0.0f;
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double want = static_cast<double>(ref(static_cast<long double>(x[i])));
+    const double diff = std::abs(static_cast<double>(got[i]) - want);
+    const bool normal = std::abs(want) >= floor;
+    const double rel = normal ? diff / std::abs(want) : 0.0;
+    if (rel > worst || std::isnan(got[i])) {
+      worst = std::isnan(got[i]) ? std::numeric_limits<double>::infinity() : rel;
+      worst_x = x[i];
+    }
+    if (!(normal ? rel <= rtol : diff <= floor)) {
+      if (!bad) first = i;
+      ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << bad << " of " << n << " results in [" << lo << ", " << hi << "] off; first at x = " << x[first]
+                     << ": got " << got[first] << ", want " << static_cast<double>(ref(static_cast<long double>(x[first])))
+                     << " (rtol " << rtol << ")";
+  std::printf("  [%g, %g]: worst relative error %.3g at x = %.9g\n", double(lo), double(hi), worst, double(worst_x));
+  return worst;
 }
 
 /// Integer draw range: [lo, hi] clipped to the dtype (default: the dtype's whole range).

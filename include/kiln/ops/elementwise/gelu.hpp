@@ -1,32 +1,42 @@
 // kiln/ops/elementwise/gelu.hpp — GELU with the exact erf form: x/2 * (1 + erf(x / sqrt(2))).
 //
-// Evaluated as  gelu(x) = x/2 + |x| * e,  e = erf(|x| / sqrt(2)) / 2  (x erf(x/sqrt 2) is
-// even), with erf's rational (erf.hpp) taken in x directly: the 1/sqrt(2) and the 1/2 are
-// folded into its coefficients. No sign fix-up, no 1 + erf step, and the final fused
-// multiply-add rounds once, which keeps the cancellation for x < 0 small. Beyond the
-// saturation point e is exactly 1/2, so gelu(x) is exactly x for large x and exactly 0
-// for very negative x (NaN for -inf, as the formula gives).
+// Evaluated as  gelu(x) = x Phi(x),  Phi(-w) = erfc(w / sqrt 2) / 2 = e^(-w^2/2) R(w)  (w = |x|),
+// with R a smooth, bounded factor (R(0) = 1/2, R(w) ~ 1 / (w sqrt(2 pi))) fitted as a
+// rational P(w) / Q(w) (scripts/fit_gelu.py):
+//   x < 0:   gelu(x) = (x R(w)) e^(-w^2/2)       small relative error down to FLT_MIN
+//   x >= 0:  gelu(x) = x (1 - R(w) e^(-w^2/2))   1 - ... is in [1/2, 1]: no cancellation
+// 1 + erf(x / sqrt 2) is never formed, so the negative tail does not cancel (it lost all
+// relative accuracy near x = -5.5 that way). e^(-w^2/2) amplifies an absolute error of
+// w^2/2 into a relative one of the result, so w^2 is carried as h + l (exact, one fma)
+// and e^(-(h + l)/2) = e^(-h/2) (1 - l/2). Beyond w = 15 e^(-w^2/2) is 0 in float, so
+// gelu(x) is exactly x for large x, -0 for very negative x, NaN for -inf (as the formula
+// gives: -inf * 0).
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "kiln/expr/glsl.hpp"
 #include "kiln/expr/lanes.hpp"
 #include "kiln/expr/node.hpp"
-#include "kiln/ops/elementwise/erf.hpp"
+#include "kiln/ops/elementwise/exp.hpp"
 
 namespace kiln {
 namespace detail {
 
-inline constexpr double sqrt2 = 1.4142135623730950488;
-/// erf(x/sqrt 2)/2 ~= x P(x^2) / Q(x^2): erf's fit with x -> x/sqrt(2), t -> t/2, times 1/2.
-inline constexpr auto gelu_pf = scaled_coefficients(erf_p, 0.5 / sqrt2, 2.0);
-inline constexpr auto gelu_qf = scaled_coefficients(erf_q, 1.0, 2.0);
-inline constexpr float gelu_fit_limit = static_cast<float>(erf_fit_limit * sqrt2);
-inline constexpr float gelu_saturation = static_cast<float>(erf_saturation * sqrt2);
+/// R(w) = erfc(w / sqrt 2) / 2 * e^(w^2/2) ~= P(w) / Q(w) on [0, gelu_tail_limit], Q(0) = 1
+/// (3.8e-7 relative in float).
+inline constexpr std::array<float, 5> gelu_rp = {5.000000039e-01f, 4.415093735e-01f, 1.856600980e-01f,
+                                                 4.146265394e-02f, 4.242550934e-03f};
+inline constexpr std::array<float, 6> gelu_rq = {1.0f,             1.680903852e+00f, 1.212481405e+00f,
+                                                 4.758812799e-01f, 1.039370418e-01f, 1.063439819e-02f};
+/// |x| is clamped here: e^(-w^2/2) already rounds to 0 (kiln's exp is 0 below -103.97),
+/// and w^2 stays finite for huge or infinite x.
+inline constexpr float gelu_tail_limit = 15.0f;
 
 }  // namespace detail
 
@@ -39,30 +49,42 @@ struct gelu_op {
     using detail::horner;
     using std::abs;
     using std::fma;
-    const V a = abs(x);
-    const V c = detail::min_keep_nan(V(detail::gelu_fit_limit), a);  // NaN stays NaN
-    const V t = c * c;
-    const V e = (c * horner(t, detail::gelu_pf)) / horner(t, detail::gelu_qf);  // erf(c/sqrt 2)/2
-    return fma(a, select(V(detail::gelu_saturation) <= a, V(0.5f), e), V(0.5f) * x);
+    const V c = detail::min_keep_nan(V(detail::gelu_tail_limit), abs(x));  // NaN stays NaN
+    const V h = c * c;
+    const V l = fma(c, c, -h);                        // c^2 = h + l exactly
+    V e = detail::exp_approx(V(-0.5f) * h);           // h / 2 is exact
+    e = fma(e, V(-0.5f) * l, e);                      // e^(-(h + l)/2)
+    const V r = horner(c, detail::gelu_rp) / horner(c, detail::gelu_rq);
+    // x r first: e is then normal wherever the result is (x r -> -0.4 for large |x|)
+    return select(x < V(0.0f), (x * r) * e, x * fma(-r, e, V(1.0f)));
   }
   static constexpr std::string_view glsl = "kiln_gelu({0})";
-  static std::string glsl_functions() {
+  static std::vector<std::string> glsl_functions() {
     using detail::glsl_float;
     using detail::glsl_horner;
-    return "float kiln_gelu(float x) {\n"
-           "  float a = abs(x);\n"
-           "  float c = min(a, " + glsl_float(detail::gelu_fit_limit) + ");\n"
-           "  float t = c * c;\n"
-           "  float e = mix(c * " + glsl_horner(detail::gelu_pf, "t") + "\n"
-           "                  / " + glsl_horner(detail::gelu_qf, "t") + ",\n"
-           "                0.5, " + glsl_float(detail::gelu_saturation) + " <= a);  // a select, not a branch\n"
-           "  return fma(a, e, 0.5 * x);  // NaN x: a is NaN, whatever GLSL's min made of c\n"
-           "}\n";
+    // c^2 = h + l without fma: on lavapipe fma(c, c, -h) lost l (4.2e-6 relative at
+    // x = -11.5, measured); the split is `precise`, so it is not folded away either
+    return {detail::exp_glsl(),
+            "float kiln_gelu(float x) {\n"
+            "  float c = min(abs(x), " + glsl_float(detail::gelu_tail_limit) + ");\n"
+            "  precise float p = c * 4097.0;  // c = ch + cl, 12 bits each (Veltkamp): products exact\n"
+            "  precise float ch = p - (p - c);\n"
+            "  precise float cl = c - ch;\n"
+            "  precise float h = c * c;\n"
+            "  precise float l = ((ch * ch - h) + 2.0 * ch * cl) + cl * cl;  // c^2 = h + l exactly\n"
+            "  float e = kiln_exp(-0.5 * h);\n"
+            "  e = fma(e, -0.5 * l, e);\n"
+            "  float r = " + glsl_horner(detail::gelu_rp, "c") + "\n"
+            "          / " + glsl_horner(detail::gelu_rq, "c") + ";\n"
+            "  // a select, not a branch; NaN x: x < 0 is false and x * ... is NaN\n"
+            "  return mix(x * fma(-r, e, 1.0), (x * r) * e, x < 0.0);\n"
+            "}\n"};
   }
 };
 
-/// Elementwise GELU with the exact erf form: x/2 * (1 + erf(x / sqrt(2))). Dtypes: f32, f16, bf16 (integers fail to compile: cast first).
-/// Example: `y = kiln::gelu(a * b + c);`
+/// Elementwise GELU with the exact erf form: x/2 * (1 + erf(x / sqrt(2))), with small
+/// relative error on both sides (see above). Dtypes: f32, f16, bf16 (integers fail to
+/// compile: cast first). Example: `y = kiln::gelu(a * b + c);`
 template <expression X>
 auto gelu(X&& x) {
   return map<gelu_op>(std::forward<X>(x));

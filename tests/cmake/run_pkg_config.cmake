@@ -1,0 +1,68 @@
+# cmake -P driver for the pkg-config check: install kiln into a prefix, then build
+# examples/hello.cpp (and, with KILN_VULKAN, pkg_config/vulkan_hello.cpp) with the plain
+# compiler and `pkg-config --cflags --libs`, no CMake involved, and run them.
+#
+# Variables (-D):
+#   KILN_SOURCE_DIR   kiln's source tree
+#   WORK_DIR          scratch folder (emptied first)
+#   CXX_COMPILER      the compiler (g++), called directly
+#   PKG_CONFIG        the pkg-config program
+#   KILN_VULKAN       ON: install kiln-vulkan.pc too and build the Vulkan program
+#   GENERATOR, MAKE_PROGRAM: for configuring kiln's install
+cmake_minimum_required(VERSION 3.24)
+
+foreach(v KILN_SOURCE_DIR WORK_DIR CXX_COMPILER PKG_CONFIG GENERATOR)
+  if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
+    message(FATAL_ERROR "run_pkg_config.cmake: -D${v}=... is required")
+  endif()
+endforeach()
+
+# step(<what> <command...>): run a command, echo it, stop with its output on failure.
+function(step what)
+  message(STATUS "${what}: ${ARGN}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}${err}")
+  endif()
+  string(STRIP "${out}" out)
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+set(prefix "${WORK_DIR}/prefix")
+set(configure_args -G "${GENERATOR}")
+if(MAKE_PROGRAM)
+  list(APPEND configure_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
+endif()
+step("configure kiln" "${CMAKE_COMMAND}" -S "${KILN_SOURCE_DIR}" -B "${WORK_DIR}/kiln-build" ${configure_args}
+     "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_INSTALL_PREFIX=${prefix}" -DKILN_INSTALL=ON
+     "-DKILN_VULKAN=${KILN_VULKAN}" -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCHMARKS=OFF -DKILN_BUILD_EXAMPLES=OFF)
+step("install kiln" "${CMAKE_COMMAND}" --install "${WORK_DIR}/kiln-build")
+
+file(GLOB_RECURSE pc_files "${prefix}/*/kiln.pc")
+if(NOT pc_files)
+  message(FATAL_ERROR "the install tree has no kiln.pc")
+endif()
+list(GET pc_files 0 pc_file)
+get_filename_component(pc_dir "${pc_file}" DIRECTORY)
+# only the install prefix may provide kiln (the system's own .pc files still resolve xsimd)
+set(ENV{PKG_CONFIG_PATH} "${pc_dir}")
+
+# build_and_run(<name> <source> <package>): <compiler> -std=c++20 -O2 <source> -o <name>
+# $(pkg-config --cflags --libs <package>), then ./<name>
+function(build_and_run name source package)
+  step("pkg-config ${package}" "${PKG_CONFIG}" --cflags --libs ${package})
+  separate_arguments(flags UNIX_COMMAND "${step_output}")
+  step("compile ${name}" "${CXX_COMPILER}" -std=c++20 -O2 "${source}" -o "${WORK_DIR}/${name}" ${flags})
+  step("run ${name}" "${CMAKE_COMMAND}" -E env KILN_CACHE=off "${WORK_DIR}/${name}")
+  message(STATUS "${step_output}")
+endfunction()
+
+build_and_run(hello "${KILN_SOURCE_DIR}/examples/hello.cpp" kiln)
+if(KILN_VULKAN)
+  if(NOT EXISTS "${pc_dir}/kiln-vulkan.pc")
+    message(FATAL_ERROR "KILN_VULKAN is ON but the install tree has no kiln-vulkan.pc")
+  endif()
+  build_and_run(vulkan_hello "${CMAKE_CURRENT_LIST_DIR}/pkg_config/vulkan_hello.cpp" kiln-vulkan)
+endif()
