@@ -1,7 +1,7 @@
 # cmake/kilnPkgConfig.cmake — kiln.pc (and kiln-vulkan.pc when KILN_VULKAN is ON) for
 # builds without CMake, installed to <libdir>/pkgconfig. They state what the CMake targets
-# kiln::kiln and kiln::vulkan carry on this system: OpenMP's flag when the CPU backend
-# uses it, and for Vulkan the loader, shaderc and (where shaderc_combined is not self-
+# kiln::kiln and kiln::vulkan carry on this system: -pthread for the CPU scheduler's
+# threads, and for Vulkan the loader, shaderc and (where shaderc_combined is not self-
 # contained, as on Debian 12) glslang and SPIRV-Tools in a rescanned link group.
 # The prefix is derived from the .pc file's own location, so an install tree can move.
 
@@ -15,15 +15,9 @@ else()
   set(KILN_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
 
-set(KILN_PC_CFLAGS "")
-set(KILN_PC_LIBS "")
-if(KILN_WITH_OPENMP)
-  # kiln's CPU scheduler uses OpenMP when _OPENMP is defined (as the CMake target does)
-  foreach(_f IN LISTS OpenMP_CXX_FLAGS)
-    string(APPEND KILN_PC_CFLAGS " ${_f}")
-    string(APPEND KILN_PC_LIBS " ${_f}")
-  endforeach()
-endif()
+# kiln's CPU scheduler runs on std::thread: the compiler's thread flag, as Threads::Threads
+set(KILN_PC_CFLAGS " -pthread")
+set(KILN_PC_LIBS " -pthread")
 
 # kiln_pc_link_flag(<out-var> <library path or name>): -L<dir> -l<name> for a library file,
 # the name as -l<name> otherwise; -L for the compiler's own search path is left out.
