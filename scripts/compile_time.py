@@ -12,6 +12,7 @@ reports CPU seconds (user + sys, so a busy machine changes the figure little):
   per stmt    what each further distinct statement adds: (t_K - t_1) / (K - 1)
 
 Usage: python3 scripts/compile_time.py [--statements K] [--repeat R] [--cxx g++] [--no-vulkan]
+                                      [--include <another tree's include/>]
 The median of R compilations is taken per file.
 """
 import argparse
@@ -74,9 +75,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--cxx", default=os.environ.get("CXX", "g++"))
     ap.add_argument("--no-vulkan", action="store_true", help="CPU backend only")
+    ap.add_argument("--include", help="kiln's include/ to measure (default: this checkout's), e.g. an older tree's")
     args = ap.parse_args()
     k = max(2, min(args.statements, len(STATEMENTS)))
-    include = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include")
+    include = args.include or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include")
     configs = [("cpu", False)] + ([] if args.no_vulkan else [("cpu+vulkan", True)])
     print("| backends | base s | first statement s | per further statement s | file with %d statements s |" % k)
     print("|---|---|---|---|---|")
