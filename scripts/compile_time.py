@@ -30,7 +30,7 @@ STATEMENTS = [
     "kiln::silu(a) + b * c",
     "kiln::exp(a) * kiln::tanh(b) - c",
     "kiln::sigmoid(a * c) + kiln::sqrt(kiln::abs(b))",
-    "kiln::maximum(a, b) / (c + 1.0f)",
+    "kiln::max(a, b) / (c + 1.0f)",
     "kiln::log(kiln::abs(a) + 1.0f) * b",
     "kiln::softplus(a) - kiln::erf(b)",
     "kiln::gelu_tanh(a) * b + c",
