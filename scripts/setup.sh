@@ -10,6 +10,7 @@ packages=(
   libeigen3-dev xtl-dev libxsimd-dev              # oracle, SIMD
   libxtensor-dev libopenblas-dev                  # benchmark peers
   libvulkan-dev libshaderc-dev glslc              # Vulkan backend (build)
+  glslang-dev spirv-tools                         # the static libraries shaderc_combined needs (kiln-vulkan.pc)
   mesa-vulkan-drivers vulkan-validationlayers     # lavapipe + validation (tests)
   vulkan-tools
 )

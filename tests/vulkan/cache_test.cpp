@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "random.hpp"
+#include "temp_cache.hpp"
 #include "vulkan_fixture.hpp"
 
 namespace {
@@ -29,24 +30,7 @@ using kernel_cache = kiln_test::vulkan_test;
 using kiln::detail::disk_cache;
 using faults = kiln::detail::vk::fault_injection;
 
-/// A distinct cache directory for one test; removed at the end.
-struct temp_cache {
-  fs::path dir;
-  kiln_test::scoped_env env;
-  explicit temp_cache(const std::string& name)
-      : dir(fs::path(::testing::TempDir()) / ("kiln_vk_hostile_" + name + "_" + std::to_string(::getpid()))),
-        env("KILN_CACHE_DIR", dir.c_str()) {
-    fs::remove_all(dir);
-  }
-  ~temp_cache() { fs::remove_all(dir); }
-  std::set<fs::path> files(const std::string& ext) const {
-    std::set<fs::path> out;
-    if (fs::exists(dir))
-      for (const auto& e : fs::directory_iterator(dir))
-        if (e.path().extension() == ext) out.insert(e.path());
-    return out;
-  }
-};
+using kiln_test::temp_cache;
 
 kiln::context<kiln::vulkan> fresh_context() { return kiln::context<kiln::vulkan>{kiln_test::validated()}; }
 

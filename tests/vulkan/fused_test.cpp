@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "random.hpp"
+#include "temp_cache.hpp"
 #include "vulkan_fixture.hpp"
 
 namespace {
@@ -29,23 +30,7 @@ struct broken_op {
   static constexpr std::string_view glsl = "no_such_function({0})";
 };
 
-/// A distinct cache directory for one test; removed at the end.
-struct temp_cache {
-  fs::path dir;
-  kiln_test::scoped_env env;
-  explicit temp_cache(const std::string& name)
-      : dir(fs::path(::testing::TempDir()) / ("kiln_vk_cache_" + name + "_" + std::to_string(::getpid()))),
-        env("KILN_CACHE_DIR", dir.c_str()) {
-    fs::remove_all(dir);
-  }
-  ~temp_cache() { fs::remove_all(dir); }
-  std::size_t files(const std::string& ext) const {
-    std::size_t n = 0;
-    if (fs::exists(dir))
-      for (const auto& e : fs::directory_iterator(dir)) n += e.path().extension() == ext;
-    return n;
-  }
-};
+using kiln_test::temp_cache;
 
 /// A context of its own (so its in-memory kernel cache starts empty), validation on.
 kiln::context<kiln::vulkan> fresh_context() { return kiln::context<kiln::vulkan>{kiln_test::validated()}; }
@@ -209,7 +194,7 @@ TEST_F(fused, cold_then_warm_contexts_share_the_disk_cache) {
     EXPECT_EQ(s.disk_hits, 0u);
     EXPECT_EQ(s.directory, cache.dir.string());
   }
-  EXPECT_GE(cache.files(".spv"), 1u);
+  EXPECT_GE(cache.files(".spv").size(), 1u);
   {
     auto c = fresh_context();
     run_statement(c, 2.5f);  // other scalar: same kernel
@@ -222,7 +207,7 @@ TEST_F(fused, cold_then_warm_contexts_share_the_disk_cache) {
 TEST_F(fused, damaged_cache_entries_are_rebuilt_not_trusted) {
   temp_cache cache("damaged");
   run_and_close(1.0f);
-  ASSERT_GE(cache.files(".spv"), 1u);
+  ASSERT_GE(cache.files(".spv").size(), 1u);
   for (const auto& e : fs::directory_iterator(cache.dir)) {  // flip bytes in, then truncate, every entry
     if (e.path().extension() != ".spv") continue;
     const auto size = fs::file_size(e.path());
@@ -271,7 +256,7 @@ TEST_F(fused, a_warm_start_rebuilds_the_last_runs_kernels_before_they_are_used) 
     EXPECT_EQ(kiln::vulkan::wait_preloaded(c), 0u);  // nothing listed yet
     run_statement(c, 1.5f);
   }
-  EXPECT_EQ(cache.files(".warm"), 1u) << "the closing context listed the kernels it used";
+  EXPECT_EQ(cache.files(".warm").size(), 1u) << "the closing context listed the kernels it used";
   auto c = fresh_context();
   EXPECT_GE(kiln::vulkan::wait_preloaded(c), 1u);
   const auto before = kiln::vulkan::cache(c);
@@ -300,8 +285,8 @@ TEST_F(fused, preload_off_builds_kernels_on_use) {
   temp_cache cache("preload_off");
   kiln_test::scoped_env off("KILN_CACHE_PRELOAD", "off");
   run_and_close(1.0f);
-  EXPECT_EQ(cache.files(".warm"), 0u);
-  EXPECT_GE(cache.files(".spv"), 1u);
+  EXPECT_EQ(cache.files(".warm").size(), 0u);
+  EXPECT_GE(cache.files(".spv").size(), 1u);
   auto c = fresh_context();
   EXPECT_EQ(kiln::vulkan::wait_preloaded(c), 0u);
   run_statement(c, 1.0f);
@@ -314,7 +299,7 @@ TEST_F(fused, preload_off_builds_kernels_on_use) {
 TEST_F(fused, a_damaged_warm_list_is_ignored_then_rewritten) {
   temp_cache cache("preload_damaged");
   run_and_close(1.0f);
-  ASSERT_EQ(cache.files(".warm"), 1u);
+  ASSERT_EQ(cache.files(".warm").size(), 1u);
   for (const auto& e : fs::directory_iterator(cache.dir)) {
     if (e.path().extension() == ".warm") fs::resize_file(e.path(), fs::file_size(e.path()) - 3);
   }
