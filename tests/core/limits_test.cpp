@@ -22,19 +22,6 @@ using kiln_test::has;
 using kiln_test::iota;
 using kiln_test::shape_error_of;
 
-/// The message of the kiln::shape_error or kiln::out_of_memory f throws.
-template <class F>
-std::string size_error_of(F&& f) {
-  try {
-    f();
-  } catch (const kiln::shape_error& e) {
-    return e.what();
-  } catch (const kiln::out_of_memory& e) {
-    return e.what();
-  }
-  return "<no kiln::shape_error or kiln::out_of_memory>";
-}
-
 }  // namespace
 
 TEST(limits, shapes_past_two_to_the_59_throw) {
@@ -69,8 +56,7 @@ TYPED_TEST(limits, factories_reject_huge_shapes) {
   EXPECT_THROW((void)kiln::empty<float>(ctx, {(index_t(1) << 62) + 16}), kiln::shape_error);
   EXPECT_THROW((void)kiln::empty<float>(ctx, {index_t(1) << 40, index_t(1) << 30}), kiln::shape_error);
   // within the element limit but far past any memory: out_of_memory, nothing allocated
-  const std::string big = size_error_of([&] { (void)kiln::empty<float>(ctx, {index_t(1) << 31, index_t(1) << 27}); });
-  EXPECT_TRUE(has(big, "kiln"));
+  EXPECT_THROW((void)kiln::empty<float>(ctx, {index_t(1) << 31, index_t(1) << 27}), kiln::out_of_memory);
   EXPECT_THROW((void)kiln::zeros<float>(ctx, {index_t(1) << 31, index_t(1) << 27}), kiln::out_of_memory);
   EXPECT_THROW((void)kiln::random<float>(ctx, {index_t(1) << 31, index_t(1) << 27}), kiln::out_of_memory);
   // the context still works
