@@ -20,6 +20,10 @@
 #include "kiln/expr/node.hpp"
 
 #include "kiln/ops/elementwise.hpp"
+#include "kiln/ops/reduce.hpp"
 
 #include "kiln/cpu/backend.hpp"
 #include "kiln/cpu/evaluate.hpp"
+#include "kiln/cpu/structural.hpp"
+#include "kiln/cpu/reduce/reduce.hpp"
+#include "kiln/cpu/reduce/row.hpp"

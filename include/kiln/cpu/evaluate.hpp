@@ -78,10 +78,19 @@ thread_plan plan_threads(index_t total, int max_threads) {
   return {nt, (std::max(floor_elems, by_work) + 63) / 64 * 64};
 }
 
-/// Hands out the leaves' strides in for_each_leaf order while a tree is bound.
+/// Where a structural kernel puts the results its epilogue reads: compute-type values
+/// for the statement positions [origin, origin + count), contiguous.
+struct hole_source {
+  const void* base = nullptr;
+  index_t origin = 0;
+};
+
+/// Hands out the operands' strides in for_each_leaf order while a tree is bound (and the
+/// structural kernel's results, to the structural operand).
 template <std::size_t L>
 struct cursor {
   const iteration_layout<L>* lay;
+  const hole_source* hole = nullptr;
   std::size_t next = 1;
   const index_t* take() { return lay->stride[next++]; }
 };
@@ -132,6 +141,34 @@ struct bound<A, scalar_node<T>> {
   template <bool Contig>
   const V& vec(index_t) const { return b; }
   C one(index_t) const { return s; }
+};
+
+/// A structural node inside an epilogue: reads the results its kernel computed.
+template <class A, class Op, class Arg, class... P>
+struct bound<A, structural_node<Op, Arg, P...>> {
+  using C = compute_t<typename structural_node<Op, Arg, P...>::value_type>;
+  const hole_source* src;
+  const index_t* st;
+  const C* row = nullptr;
+  index_t inner = 0;
+
+  template <class Cur>
+  bound(const structural_node<Op, Arg, P...>&, Cur& c) : src(c.hole), st(c.take()) {}
+
+  void seek(const index_t* idx, int rank) noexcept {
+    index_t off = -src->origin;
+    for (int d = 0; d < rank; ++d) off += idx[d] * st[d];
+    row = static_cast<const C*>(src->base) + off;
+    inner = st[rank - 1];
+  }
+  template <bool Contig>
+  auto vec(index_t i) const {
+    if constexpr (!Contig) {
+      if (inner != 1) return simd::gather<A>(row + i * inner, inner);
+    }
+    return simd::load<A>(row + i);
+  }
+  C one(index_t i) const { return row[i * inner]; }
 };
 
 template <class A, class Op, class... Args>
@@ -215,9 +252,13 @@ KILN_CPU_FLATTEN void run_row(Ev& ev, T* orow, index_t oin, index_t len, bool st
   }
 }
 
+/// Writes n's values at positions [begin, end) of lay's walk to out (at lay's output
+/// strides, less `origin` elements: a buffer holding just those positions passes origin =
+/// begin). `hole`: the results a structural operand of n reads.
 template <class A, bool Contig, std::size_t L, class T, class N>
-void run_range(const iteration_layout<L>& lay, T* out, const N& n, index_t begin, index_t end, bool stream) {
-  cursor<L> cur{&lay};
+void run_range(const iteration_layout<L>& lay, T* out, const N& n, index_t begin, index_t end, bool stream,
+               index_t origin = 0, const hole_source* hole = nullptr) {
+  cursor<L> cur{&lay, hole};
   bound<A, N> ev(n, cur);
   const int r = lay.rank;
   index_t idx[max_rank] = {};
@@ -233,8 +274,9 @@ void run_range(const iteration_layout<L>& lay, T* out, const N& n, index_t begin
   for (index_t pos = begin; pos < end;) {
     const index_t len = std::min(lay.extent[r - 1] - idx[r - 1], end - pos);
     ev.seek(idx, r);
-    T* orow = out;
-    for (int d = 0; d < r; ++d) orow += idx[d] * ost[d];
+    index_t oat = -origin;
+    for (int d = 0; d < r; ++d) oat += idx[d] * ost[d];
+    T* orow = out + oat;
     run_row<A, Contig>(ev, orow, ost[r - 1], len, stream);
     pos += len;
     idx[r - 1] += len;
@@ -250,9 +292,17 @@ void run_range(const iteration_layout<L>& lay, T* out, const N& n, index_t begin
 
 namespace kiln::detail {
 
+/// The CPU kernel of a statement holding one structural node (cpu/structural.hpp).
+template <class Arch, class T, class N>
+void cpu_structural_evaluate(const cpu_state& state, const tensor<T, cpu<Arch>>& out, const N& n);
+
 template <class Arch, class T, class N>
 void cpu_evaluate(const cpu_state& state, const tensor<T, cpu<Arch>>& out, const N& n) {
   using namespace cpu_loop;
+  if constexpr (contains_structural_v<N>) {
+    cpu_structural_evaluate<Arch>(state, out, n);
+    return;
+  } else {
   constexpr std::size_t L = leaf_count_v<N>;
   const auto lay = make_layout(out, n);
 
@@ -272,6 +322,7 @@ void cpu_evaluate(const cpu_state& state, const tensor<T, cpu<Arch>>& out, const
   if (p.threads <= 1) run(0, total);
   else cpu_scheduler::instance().parallel_for(total, p.chunk, p.threads, run);
   state.kernels_launched.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace kiln::detail

@@ -13,6 +13,7 @@
 #include "kiln/core/factories.hpp"
 #include "kiln/core/tensor.hpp"
 #include "kiln/expr/node.hpp"
+#include "kiln/expr/plan.hpp"
 #include "kiln/expr/traverse.hpp"
 
 namespace kiln::detail {
@@ -48,15 +49,16 @@ std::pair<index_t, index_t> byte_extent(const tensor<T, B>& t) {
   return {lo * index_t(sizeof(T)), (hi + 1) * index_t(sizeof(T)) - 1};
 }
 
-/// True when some input overlaps out without being exactly out's elements.
+/// True when some input overlaps out in a way the kernel cannot read in place (see
+/// for_each_tensor: exactly the output's elements is fine except for a reduction's inputs).
 template <class T, class B, class N>
 bool needs_temporary(const tensor<T, B>& out, const N& n) {
   bool hazard = false;
-  for_each_leaf(n, [&](const auto& in) {
+  for_each_tensor(n, [&](const auto& in, bool in_place_ok) {
     if (hazard || in.storage() != out.storage()) return;
     using U = typename std::remove_cvref_t<decltype(in)>::value_type;
     if constexpr (sizeof(U) == sizeof(T)) {
-      if (in.offset() == out.offset()) {
+      if (in_place_ok && in.offset() == out.offset() && in.rank() <= out.rank()) {
         const strides bst = broadcast_strides(in, out.shape());
         bool same = true;
         for (int i = 0; i < out.rank(); ++i) same = same && (out.shape()[i] == 1 || bst[i] == out.strides()[i]);
@@ -95,7 +97,7 @@ void assign(tensor<T, B>& out, const E& e) {
   if (!out.defined()) {
     // An empty target takes the expression's shape, on the context of its first tensor.
     bool found = false;
-    for_each_leaf(n, [&](const auto& in) {
+    for_each_tensor(n, [&](const auto& in, bool) {
       if (!found && in.defined()) {
         tensor<T, B> fresh(backend_traits<B>::allocate(in.storage()->ctx, std::size_t(n.shape().numel()) * sizeof(T)),
                            n.shape(), contiguous_strides(n.shape()), 0);
@@ -122,10 +124,10 @@ void assign(tensor<T, B>& out, const E& e) {
 
   if (needs_temporary(out, n)) {
     auto tmp = empty<T>(out.context(), out.shape());
-    backend_traits<B>::evaluate(tmp, n);
+    evaluate_planned(tmp, n);
     backend_traits<B>::evaluate(out, leaf_node<T, B>{std::move(tmp)});
   } else {
-    backend_traits<B>::evaluate(out, n);
+    evaluate_planned(out, n);
   }
 }
 

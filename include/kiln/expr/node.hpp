@@ -15,6 +15,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/expr/kind.hpp"
 
 namespace kiln {
 
@@ -44,6 +45,7 @@ namespace detail {
 template <class T, class B>
 struct leaf_node {
   using kiln_expression_tag = void;
+  static constexpr node_kind kind = node_kind::leaf;
   using value_type = T;
   using backend_type = B;
   static constexpr bool is_scalar = false;
@@ -58,6 +60,7 @@ struct leaf_node {
 template <class T>
 struct scalar_node {
   using kiln_expression_tag = void;
+  static constexpr node_kind kind = node_kind::scalar;
   using value_type = T;
   using backend_type = void;
   static constexpr bool is_scalar = true;
@@ -95,7 +98,7 @@ struct common_value<V0, V...> {
 /// False for a leaf over an empty tensor; every other node is checked where it is built.
 template <class N>
 constexpr bool leaf_defined(const N& n) noexcept {
-  if constexpr (requires { n.t.defined(); }) return n.t.defined();
+  if constexpr (kind_of_v<N> == node_kind::leaf) return n.t.defined();
   else return true;
 }
 
@@ -134,6 +137,7 @@ struct op_result {
 template <class Op, class... Args>
 struct op_node {
   using kiln_expression_tag = void;
+  static constexpr node_kind kind = node_kind::op;
   using op_type = Op;
   using value_type = typename op_result<Op, Args...>::type;
   using backend_type = typename common_backend<typename Args::backend_type...>::type;
@@ -173,6 +177,7 @@ struct op_node {
 template <class To, class Arg>
 struct cast_node {
   using kiln_expression_tag = void;
+  static constexpr node_kind kind = node_kind::cast;
   using value_type = To;
   using from_type = typename Arg::value_type;
   using backend_type = typename Arg::backend_type;

@@ -170,7 +170,9 @@ struct backend_traits<vulkan> {
   template <class T, class N>
   static void evaluate(const tensor<T, vulkan>& out, const N& n) {
     using detail::vk::record_copy_kernel;
-    if constexpr (requires { n.t; }) {
+    if constexpr (detail::contains_structural_v<N>) {
+      detail::vk::record_structural_kernel(out, n);  // one structural kernel with its prologue and epilogue
+    } else if constexpr (detail::kind_of_v<N> == detail::node_kind::leaf) {
       // Dense copies of 32/16-bit elements go through the generated kernel, whose vec4
       // loads and stores run several times faster than the element-wise copy.comp;
       // copy.comp materialises every other view, for every dtype.
@@ -180,7 +182,7 @@ struct backend_traits<vulkan> {
       } else {
         record_copy_kernel(out, n.t);
       }
-    } else if constexpr (N::is_scalar) {
+    } else if constexpr (detail::kind_of_v<N> == detail::node_kind::scalar) {
       detail::vk::record_fill_kernel(out, detail::to_storage<T>(static_cast<compute_t<T>>(n.value)));
     } else if constexpr (is_cast_of_leaf<N>::value) {
       record_copy_kernel(out, n.arg.t);

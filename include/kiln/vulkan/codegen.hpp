@@ -744,18 +744,6 @@ kernel_source generate(const N& n, const kernel_plan& plan) {
   return assemble(plan, em, std::move(readable), result, glsl_compute_type<typename N::value_type>());
 }
 
-/// Calls f(scalar_node) for every scalar of n, in the order generate() numbers them.
-template <class N, class F>
-void for_each_scalar(const N& n, F&& f) {
-  if constexpr (requires { n.value; }) {
-    f(n);
-  } else if constexpr (requires { n.args; }) {
-    std::apply([&](const auto&... c) { (for_each_scalar(c, f), ...); }, n.args);
-  } else if constexpr (requires { n.arg; }) {
-    for_each_scalar(n.arg, f);
-  }
-}
-
 /// The push-constant words for one dispatch of a kernel generated for (n, plan).
 /// Throws kiln::shape_error when a count or offset does not fit the shader's 32 bits.
 template <std::size_t L, class N>

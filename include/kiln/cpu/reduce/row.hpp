@@ -1,0 +1,235 @@
+// kiln/cpu/reduce/row.hpp — the row family on the CPU: softmax, log_softmax, layer_norm,
+// rms_norm. Every line along the axis is normalised as a whole (a row op along another
+// axis walks it innermost: cpu/structural.hpp).
+//
+// Rows up to block_elements long: blocks of whole rows are read into a buffer (one
+// prologue run), each row's statistics are taken from the buffer (L1-resident), the
+// row is normalised in place and the block goes out through the epilogue: each input
+// element is read from memory once and each output written once. softmax keeps
+// exp(x - max) from its sum pass, so it takes one exp per element.
+// Longer rows are read twice, a buffer at a time: once for the statistics (softmax: an
+// online max and rescaled sum; layer_norm: per-buffer mean and squared deviations merged
+// with Chan's formula, exact for a large mean), once to normalise.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kiln/cpu/reduce/lines.hpp"
+#include "kiln/cpu/structural.hpp"
+#include "kiln/ops/elementwise/exp.hpp"
+#include "kiln/ops/norm/layer_norm.hpp"
+#include "kiln/ops/reduce/reducer.hpp"
+#include "kiln/ops/reduce/softmax.hpp"
+
+namespace kiln::detail {
+
+namespace cpu_row {
+
+/// A norm's parameter as contiguous floats: the tensor's memory when it is already that,
+/// else a converted copy owned here.
+struct param_floats {
+  const float* data = nullptr;
+  std::vector<float> copy;
+};
+
+template <class Leaf>
+param_floats to_floats(const Leaf& leaf) {
+  param_floats p;
+  const auto& t = leaf.t;
+  using U = typename std::remove_cvref_t<decltype(t)>::value_type;
+  if constexpr (std::is_same_v<U, float>) {
+    if (t.strides()[0] == 1) {
+      p.data = t.data();
+      return p;
+    }
+  }
+  const index_t n = t.shape()[0], st = t.strides()[0];
+  p.copy.resize(static_cast<std::size_t>(n));
+  for (index_t i = 0; i < n; ++i) p.copy[static_cast<std::size_t>(i)] = static_cast<float>(t.data()[i * st]);
+  p.data = p.copy.data();
+  return p;
+}
+
+/// softmax / log_softmax. State: the running max m and sum s of exp(x - m).
+template <bool Log>
+struct softmax_algo {
+  struct stats {
+    float m = -std::numeric_limits<float>::infinity();
+    float s = 0.0f;
+  };
+  float eps = 0;
+
+  /// A whole row in one buffer: normalised in place.
+  template <class A>
+  void row(float* x, index_t n, index_t) const {
+    const float m = cpu_lines::combine_run<A, max_reducer>(x, n, -std::numeric_limits<float>::infinity());
+    if constexpr (Log) {
+      const float s = cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return exp_approx(v - std::remove_cvref_t<decltype(v)>(m)); });
+      const float ls = std::log(s);
+      cpu_lines::map<A>(x, n, [&](const auto& v, index_t) {
+        using V = std::remove_cvref_t<decltype(v)>;
+        return (v - V(m)) - V(ls);
+      });
+    } else {
+      const float s = cpu_lines::map_sum<A>(x, n, [&](const auto& v) { return exp_approx(v - std::remove_cvref_t<decltype(v)>(m)); });
+      const float inv = 1.0f / s;
+      cpu_lines::map<A>(x, n, [&](const auto& v, index_t) { return v * std::remove_cvref_t<decltype(v)>(inv); });
+    }
+  }
+  /// Long rows: one buffer of statistics at a time, then each buffer normalised.
+  template <class A>
+  void add(stats& st, const float* x, index_t n) const {
+    const float mc = cpu_lines::combine_run<A, max_reducer>(x, n, -std::numeric_limits<float>::infinity());
+    const float m2 = max_op::apply(st.m, mc);
+    if (m2 == -std::numeric_limits<float>::infinity()) return;  // nothing but -inf so far
+    const float scale = st.m == m2 ? 1.0f : exp_approx(st.m - m2);
+    st.s = st.s * scale + cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return exp_approx(v - std::remove_cvref_t<decltype(v)>(m2)); });
+    st.m = m2;
+  }
+  void finish(stats& st, index_t) const {
+    if (st.m == -std::numeric_limits<float>::infinity()) st.s = std::numeric_limits<float>::quiet_NaN();  // all -inf: 0/0
+  }
+  template <class A>
+  void apply(const stats& st, float* x, index_t n, index_t) const {
+    const float m = st.m;
+    if constexpr (Log) {
+      const float ls = std::log(st.s);
+      cpu_lines::map<A>(x, n, [&](const auto& v, index_t) {
+        using V = std::remove_cvref_t<decltype(v)>;
+        return (v - V(m)) - V(ls);
+      });
+    } else {
+      const float inv = 1.0f / st.s;
+      cpu_lines::map<A>(x, n, [&](const auto& v, index_t) {
+        using V = std::remove_cvref_t<decltype(v)>;
+        return exp_approx(v - V(m)) * V(inv);
+      });
+    }
+  }
+};
+
+/// layer_norm (Root = false) and rms_norm (Root = true), with optional weight and bias.
+template <bool Root>
+struct norm_algo {
+  struct stats {
+    double count = 0;  // elements so far
+    float mean = 0;    // layer_norm: their mean; rms_norm: unused
+    float m2 = 0;      // layer_norm: sum of squared deviations; rms_norm: sum of squares
+    float scale = 0;   // after finish: 1 / sqrt(var + eps)
+  };
+  float eps = 0;
+  const float* w = nullptr;  // [extent] or null
+  const float* b = nullptr;
+
+  template <class A>
+  void add(stats& st, const float* x, index_t n) const {
+    if constexpr (Root) {
+      st.m2 += cpu_lines::sum_of<A>(x, n, [](const auto& v) { return v * v; });
+    } else {
+      if (n == 0) return;
+      const float mc = cpu_lines::sum_of<A>(x, n, [](const auto& v) { return v; }) / static_cast<float>(n);
+      const float m2c = cpu_lines::sum_of<A>(x, n, [&](const auto& v) {
+        const auto d = v - std::remove_cvref_t<decltype(v)>(mc);
+        return d * d;
+      });
+      const double na = st.count, nb = double(n), nt = na + nb;
+      const double delta = double(mc) - double(st.mean);
+      st.mean = static_cast<float>(double(st.mean) + delta * nb / nt);
+      st.m2 = static_cast<float>(double(st.m2) + double(m2c) + delta * delta * na * nb / nt);
+    }
+    st.count += double(n);
+  }
+  void finish(stats& st, index_t n) const {
+    const float var = st.m2 / static_cast<float>(n);  // biased, as PyTorch's layer_norm
+    st.scale = 1.0f / std::sqrt(var + eps);
+  }
+  template <class A>
+  void apply(const stats& st, float* x, index_t n, index_t c0) const {
+    const float mean = Root ? 0.0f : st.mean, scale = st.scale;
+    const float* wp = w ? w + c0 : nullptr;
+    const float* bp = b ? b + c0 : nullptr;
+    cpu_lines::map<A>(x, n, [&](const auto& v, index_t i) {
+      using V = std::remove_cvref_t<decltype(v)>;
+      V y = Root ? v * V(scale) : (v - V(mean)) * V(scale);
+      if (wp) y = y * cpu_lines::load_as<V>(wp, i);
+      if (bp) y = y + cpu_lines::load_as<V>(bp, i);
+      return y;
+    });
+  }
+  template <class A>
+  void row(float* x, index_t n, index_t) const {
+    stats st;
+    add<A>(st, x, n);
+    finish(st, n);
+    apply<A>(st, x, n, 0);
+  }
+};
+
+/// Runs algorithm `al` over every row of a row-family statement.
+template <class A, class Io, class Algo>
+void run_rows(const cpu_state& state, const Io& io, axis_split sp, const Algo& al, double per_element) {
+  using namespace cpu_loop;
+  const index_t R = sp.extent;
+  if (R == 0 || sp.outer == 0) return;
+  const double elements = double(sp.outer) * double(R);
+  const double work = per_element + byte_cost * double(leaf_bytes_v<decltype(io.node.arg)> + 4);
+  const index_t rows = R <= block_elements ? std::max<index_t>(1, block_elements / R) : 1;
+  const index_t tasks = (sp.outer + rows - 1) / rows;
+  for_tasks(tasks, structural_threads(state, elements, work, tasks), [&](index_t t) {
+    const index_t o0 = t * rows, o1 = std::min(sp.outer, o0 + rows);
+    float* x = reinterpret_cast<float*>(cpu_scheduler::scratch((block_elements + 16) * sizeof(float)));
+    if (R <= block_elements) {
+      io.load(o0 * R, o1 * R, x);
+      for (index_t o = o0; o < o1; ++o) al.template row<A>(x + (o - o0) * R, R, 0);
+      io.store(o0 * R, o1 * R, x);
+      return;
+    }
+    typename Algo::stats st;
+    for (index_t c = 0; c < R; c += block_elements) {
+      const index_t len = std::min(block_elements, R - c);
+      io.load(o0 * R + c, o0 * R + c + len, x);
+      al.template add<A>(st, x, len);
+    }
+    al.finish(st, R);
+    for (index_t c = 0; c < R; c += block_elements) {
+      const index_t len = std::min(block_elements, R - c);
+      io.load(o0 * R + c, o0 * R + c + len, x);
+      al.template apply<A>(st, x, len, c);
+      io.store(o0 * R + c, o0 * R + c + len, x);
+    }
+  });
+}
+
+}  // namespace cpu_row
+
+template <bool Log>
+struct cpu_structural_kernel<softmax_op<Log>> {
+  template <class A, class Io, class S>
+  static void run(const cpu_state& state, const Io& io, const S&, axis_split sp) {
+    cpu_row::run_rows<A>(state, io, sp, cpu_row::softmax_algo<Log>{}, double(op_cost_v<exp_op>) + 4.0);
+  }
+};
+
+template <bool Root>
+struct cpu_structural_kernel<norm_op<Root>> {
+  template <class A, class Io, class S>
+  static void run(const cpu_state& state, const Io& io, const S& s, axis_split sp) {
+    cpu_row::norm_algo<Root> al;
+    al.eps = s.eps;
+    cpu_row::param_floats p[2];
+    std::size_t k = 0;
+    std::apply([&](const auto&... leaf) { ((p[k++] = cpu_row::to_floats(leaf)), ...); }, s.params);
+    if (k > 0) al.w = p[0].data;
+    if (k > 1) al.b = p[1].data;
+    cpu_row::run_rows<A>(state, io, sp, al, 6.0);
+  }
+};
+
+}  // namespace kiln::detail

@@ -1,0 +1,146 @@
+// kiln/cpu/structural.hpp — a statement holding one structural node, on the CPU: the
+// shared part of every structural kernel.
+//
+// The op's kernel (cpu/reduce/, later cpu/gemm/ ...) sees its input and output as runs of
+// positions: structural_io::load(b, e, buf) evaluates the input expression (the
+// prologue, with its broadcasting, strides and casts) at input positions [b, e) into a
+// buffer; structural_io::store(b, e, vals) runs the epilogue for output positions [b, e)
+// with the op's results taken from vals. Both are the elementwise row loop of
+// cpu/evaluate.hpp, so a prologue or epilogue costs what the same elementwise statement
+// would, and every op kernel is written once over plain buffers. Positions follow
+// expr/structural.hpp's [outer, extent, inner] split; a row op along another axis than
+// the last walks its axis innermost (dim_order), so its kernel always sees rows.
+//
+// To add a CPU structural kernel: specialise cpu_structural_kernel<YourOp> with
+// `template <class A, class Io, class S> static void run(const cpu_state&, const Io&, const S&, axis_split)`.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "kiln/core/shape.hpp"
+#include "kiln/core/tensor.hpp"
+#include "kiln/cpu/backend.hpp"
+#include "kiln/cpu/evaluate.hpp"
+#include "kiln/cpu/scheduler.hpp"
+#include "kiln/expr/layout.hpp"
+#include "kiln/expr/structural.hpp"
+#include "kiln/expr/traverse.hpp"
+
+namespace kiln::detail {
+
+/// The kernel of structural op Op on the CPU; one specialisation per op family.
+template <class Op>
+struct cpu_structural_kernel {
+  static_assert(unhandled_kind<Op>,
+                "kiln: this structural op has no CPU kernel (specialise kiln::detail::cpu_structural_kernel, "
+                "see kiln/cpu/structural.hpp, and include its header)");
+};
+
+/// The type kernels accumulate an input of dtype In in: float for floating dtypes, int32
+/// for integers and masks.
+template <class In>
+using accum_t = std::conditional_t<is_floating_v<In>, float, std::int32_t>;
+
+template <class Tuple, std::size_t I0, std::size_t... I>
+const auto& find_in_args(const Tuple& args, std::index_sequence<I0, I...>);
+
+/// The one structural node of a planned tree.
+template <class N>
+const auto& find_structural(const N& n) {
+  constexpr node_kind k = kind_of_v<N>;
+  if constexpr (k == node_kind::structural) {
+    return n;
+  } else if constexpr (k == node_kind::cast) {
+    return find_structural(n.arg);
+  } else if constexpr (k == node_kind::op) {
+    return find_in_args(n.args, std::make_index_sequence<std::tuple_size_v<decltype(n.args)>>{});
+  } else {
+    static_assert(unhandled_kind<N>, "kiln: find_structural needs a tree holding a structural node");
+  }
+}
+template <class Tuple, std::size_t I0, std::size_t... I>
+const auto& find_in_args(const Tuple& args, std::index_sequence<I0, I...>) {
+  if constexpr (contains_structural_v<std::tuple_element_t<I0, Tuple>>) return find_structural(std::get<I0>(args));
+  else return find_in_args(args, std::index_sequence<I...>{});
+}
+
+namespace cpu_loop {
+
+/// A statement's prologue and epilogue as loads and stores of position runs (see top).
+template <class A, class T, class N, class S>
+struct structural_io {
+  using in_type = accum_t<typename S::input_type>;         // what load() writes
+  using result_type = compute_t<typename S::value_type>;   // what store() reads
+  static constexpr std::size_t LI = leaf_count_v<decltype(std::declval<S>().arg)>;
+  static constexpr std::size_t LO = leaf_count_v<N>;
+
+  const S& node;
+  const N& tree;
+  iteration_layout<LI> in_lay;
+  iteration_layout<LO> out_lay;
+  T* out = nullptr;
+  bool in_contig = true, out_contig = true, stream = false;
+
+  void load(index_t b, index_t e, in_type* dst) const {
+    if (in_contig) run_range<A, true>(in_lay, dst, node.arg, b, e, false, b);
+    else run_range<A, false>(in_lay, dst, node.arg, b, e, false, b);
+  }
+  void store(index_t b, index_t e, const result_type* vals) const {
+    const hole_source h{vals, b};
+    if (out_contig) run_range<A, true>(out_lay, out, tree, b, e, stream, 0, &h);
+    else run_range<A, false>(out_lay, out, tree, b, e, stream, 0, &h);
+  }
+};
+
+/// Threads for a structural kernel of `tasks` independent tasks over `elements` input
+/// elements costing `per_element` units each (cpu/evaluate.hpp's work model).
+inline int structural_threads(const cpu_state& state, double elements, double per_element, index_t tasks) {
+  const double work = elements * per_element;
+  const double by_work = std::clamp(work / min_work_per_thread, 1.0, double(std::max(1, state.num_threads)));
+  return static_cast<int>(std::min<double>(by_work, double(std::max<index_t>(tasks, 1))));
+}
+
+/// Runs body(task) for task in [0, tasks) on up to `threads` threads (tasks claimed one by
+/// one: each is at least a few microseconds of work).
+template <class F>
+void for_tasks(index_t tasks, int threads, F&& body) {
+  auto run = [&](index_t b, index_t e) {
+    for (index_t t = b; t < e; ++t) body(t);
+  };
+  if (threads <= 1) run(0, tasks);
+  else cpu_scheduler::instance().parallel_for(tasks, 1, threads, run);
+}
+
+/// Elements a kernel handles in one buffer: 4096 floats (16 KiB) stay in L1 while a row
+/// is read several times.
+inline constexpr index_t block_elements = 4096;
+
+}  // namespace cpu_loop
+
+template <class Arch, class T, class N>
+void cpu_structural_evaluate(const cpu_state& state, const tensor<T, cpu<Arch>>& out, const N& n) {
+  using namespace cpu_loop;
+  const auto& s = find_structural(n);
+  using S = std::remove_cvref_t<decltype(s)>;
+  axis_split sp = s.split();
+  dim_order perm;
+  if constexpr (S::family == structural_family::row) {
+    if (sp.inner > 1) {  // walk the axis innermost: rows again
+      perm = dim_order::axis_last(s.input_shape.rank(), s.axis);
+      sp = {sp.outer * sp.inner, sp.extent, 1};
+    }
+  }
+  structural_io<Arch, T, N, S> io{s, n, make_input_layout(s.input_shape, s.arg, perm), make_layout(out, n, perm)};
+  io.out = out.data();
+  for (std::size_t o = 0; o <= io.LI; ++o) io.in_contig = io.in_contig && io.in_lay.unit_inner(o);
+  for (std::size_t o = 0; o <= io.LO; ++o) io.out_contig = io.out_contig && io.out_lay.unit_inner(o);
+  io.stream = io.out_contig && simd::enabled<Arch> && simd::can_stream<Arch, T> &&
+              std::size_t(out.numel()) * sizeof(T) >= stream_min_bytes;
+  cpu_structural_kernel<typename S::op_type>::template run<Arch>(state, io, s, sp);
+  state.kernels_launched.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace kiln::detail
