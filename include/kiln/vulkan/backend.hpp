@@ -28,6 +28,15 @@
 #include "kiln/vulkan/ops/copy.hpp"
 #include "kiln/vulkan/ops/elementwise.hpp"
 
+namespace kiln::detail::vk {
+
+/// out = n for a planned tree holding one structural node (expr/plan.hpp): one kernel of
+/// the op's family with n's prologue and epilogue spliced in (vulkan/ops/reduce/).
+template <class T, class B, class N>
+void record_structural_kernel(const tensor<T, B>& out, const N& n);
+
+}  // namespace kiln::detail::vk
+
 namespace kiln {
 
 template <class T>
