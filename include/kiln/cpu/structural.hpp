@@ -85,10 +85,12 @@ struct structural_io {
   bool in_contig = true, out_contig = true, stream = false;
 
   void load(index_t b, index_t e, in_type* dst) const {
+    if (b >= e) return;  // (an empty input has extents of 0: no position to decompose)
     if (in_contig) run_range<A, true>(in_lay, dst, node.arg, b, e, false, b);
     else run_range<A, false>(in_lay, dst, node.arg, b, e, false, b);
   }
   void store(index_t b, index_t e, const result_type* vals) const {
+    if (b >= e) return;
     const hole_source h{vals, b};
     if (out_contig) run_range<A, true>(out_lay, out, tree, b, e, stream, 0, &h);
     else run_range<A, false>(out_lay, out, tree, b, e, stream, 0, &h);

@@ -48,14 +48,8 @@ auto materialise(const N& n) {
 /// n with its input replaced by arg.
 template <class Op, class A, class... P, class Arg>
 auto rebuild_structural(const structural_node<Op, A, P...>& n, Arg&& arg) {
-  structural_node<Op, std::remove_cvref_t<Arg>, P...> r{std::forward<Arg>(arg), n.params};
-  r.axis = n.axis;
-  r.all = n.all;
-  r.keepdims = n.keepdims;
-  r.eps = n.eps;
-  r.input_shape = n.input_shape;
-  r.shape_ = n.shape_;
-  return r;
+  return structural_node<Op, std::remove_cvref_t<Arg>, P...>{
+      std::forward<Arg>(arg), n.params, n.axis, n.all, n.keepdims, n.eps, n.input_shape, n.shape_};
 }
 
 template <bool Keep, class N>

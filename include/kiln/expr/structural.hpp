@@ -111,7 +111,7 @@ template <class Op, class X, class... P>
 auto make_structural(X&& x, int axis, bool all, bool keepdims, float eps, P&&... params) {
   using Arg = decltype(to_node<void>(std::forward<X>(x)));
   using N = structural_node<Op, Arg, decltype(to_node<void>(std::forward<P>(params)))...>;
-  N n{to_node<void>(std::forward<X>(x)), {to_node<void>(std::forward<P>(params))...}};
+  N n{to_node<void>(std::forward<X>(x)), {to_node<void>(std::forward<P>(params))...}, 0, false, false, 0.0f, {}, {}};
   const auto input = [&] { return n.arg.describe(); };
   if (!leaf_defined(n.arg)) {
     throw shape_error("kiln::" + std::string(Op::name) +

@@ -9,7 +9,7 @@
 // exp(x - max) from its sum pass, so it takes one exp per element.
 // Longer rows are read twice, a buffer at a time: once for the statistics (softmax: an
 // online max and rescaled sum; layer_norm: per-buffer mean and squared deviations merged
-// with Chan's formula, exact for a large mean), once to normalise.
+// with Chan's formula), once to normalise.
 #pragma once
 
 #include <algorithm>
@@ -116,11 +116,16 @@ struct softmax_algo {
 };
 
 /// layer_norm (Root = false) and rms_norm (Root = true), with optional weight and bias.
+/// layer_norm works on x - s, s the row's first element: for a row whose mean is large
+/// against its spread (values around 1e4, spread 0.1) x - s is exact and small, so the
+/// mean of the differences, the variance (two-pass over each buffer) and the output
+/// (x - s) - mean keep the precision a float mean near 1e4 (ulp 1e-3) would lose.
 template <bool Root>
 struct norm_algo {
   struct stats {
     double count = 0;  // elements so far
-    float mean = 0;    // layer_norm: their mean; rms_norm: unused
+    float shift = 0;   // layer_norm: the row's first element
+    float mean = 0;    // layer_norm: the mean of x - shift so far
     float m2 = 0;      // layer_norm: sum of squared deviations; rms_norm: sum of squares
     float scale = 0;   // after finish: 1 / sqrt(var + eps)
   };
@@ -134,9 +139,13 @@ struct norm_algo {
       st.m2 += cpu_lines::sum_of<A>(x, n, [](const auto& v) { return v * v; });
     } else {
       if (n == 0) return;
-      const float mc = cpu_lines::sum_of<A>(x, n, [](const auto& v) { return v; }) / static_cast<float>(n);
+      if (st.count == 0) st.shift = x[0];
+      const float sh = st.shift;
+      const float mc = cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return v - std::remove_cvref_t<decltype(v)>(sh); }) /
+                       static_cast<float>(n);
       const float m2c = cpu_lines::sum_of<A>(x, n, [&](const auto& v) {
-        const auto d = v - std::remove_cvref_t<decltype(v)>(mc);
+        using V = std::remove_cvref_t<decltype(v)>;
+        const V d = (v - V(sh)) - V(mc);
         return d * d;
       });
       const double na = st.count, nb = double(n), nt = na + nb;
@@ -152,12 +161,12 @@ struct norm_algo {
   }
   template <class A>
   void apply(const stats& st, float* x, index_t n, index_t c0) const {
-    const float mean = Root ? 0.0f : st.mean, scale = st.scale;
+    const float shift = st.shift, mean = st.mean, scale = st.scale;
     const float* wp = w ? w + c0 : nullptr;
     const float* bp = b ? b + c0 : nullptr;
     cpu_lines::map<A>(x, n, [&](const auto& v, index_t i) {
       using V = std::remove_cvref_t<decltype(v)>;
-      V y = Root ? v * V(scale) : (v - V(mean)) * V(scale);
+      V y = Root ? v * V(scale) : ((v - V(shift)) - V(mean)) * V(scale);
       if (wp) y = y * cpu_lines::load_as<V>(wp, i);
       if (bp) y = y + cpu_lines::load_as<V>(bp, i);
       return y;

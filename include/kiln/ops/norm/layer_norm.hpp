@@ -38,6 +38,7 @@ void check_norm_params(const N& n) {
           }
           ++k;
         };
+        (void)one;  // (no parameters: never called)
         (one(p), ...);
       },
       n.params);
