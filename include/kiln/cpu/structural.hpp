@@ -89,6 +89,40 @@ struct structural_io {
     if (in_contig) run_range<A, true>(in_lay, dst, node.arg, b, e, false, b);
     else run_range<A, false>(in_lay, dst, node.arg, b, e, false, b);
   }
+  /// Asks the memory system for the input at positions [b, e) ahead of its load: a
+  /// kernel calls it for its next buffer while it works on the current one, so the
+  /// reads of one buffer overlap the arithmetic and the stores of the last (a row op
+  /// otherwise waits for each buffer's reads, then computes, then stores, in turn).
+  void prefetch(index_t b, index_t e) const {
+    if (b >= e) return;
+    const int r = in_lay.rank;
+    index_t idx[max_rank] = {};
+    for (index_t rem = b, d = r - 1; d >= 0; --d) {
+      idx[d] = rem % in_lay.extent[d];
+      rem /= in_lay.extent[d];
+    }
+    std::size_t k = 1;
+    for_each_leaf(node.arg, [&](const auto& t) {
+      using U = typename std::remove_cvref_t<decltype(t)>::value_type;
+      const index_t* st = in_lay.stride[k++];
+      if (st[r - 1] != 1) return;  // broadcast or gathered: small, or not worth a guess
+      index_t at[max_rank];
+      for (int d = 0; d < r; ++d) at[d] = idx[d];
+      for (index_t pos = b; pos < e;) {
+        const index_t len = std::min(in_lay.extent[r - 1] - at[r - 1], e - pos);
+        const U* p = t.data();
+        for (int d = 0; d < r; ++d) p += at[d] * st[d];
+        const char* c = reinterpret_cast<const char*>(p);
+        for (index_t off = 0; off < len * index_t(sizeof(U)); off += 64) __builtin_prefetch(c + off, 0, 2);
+        pos += len;
+        at[r - 1] += len;
+        for (int d = r - 1; d > 0 && at[d] >= in_lay.extent[d]; --d) {
+          at[d] = 0;
+          ++at[d - 1];
+        }
+      }
+    });
+  }
   void store(index_t b, index_t e, const result_type* vals) const {
     if (b >= e) return;
     const hole_source h{vals, b};

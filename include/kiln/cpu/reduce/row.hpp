@@ -57,6 +57,29 @@ param_floats to_floats(const Leaf& leaf) {
   return p;
 }
 
+/// e^x for x <= 0 (softmax's x - max) or NaN: kiln's exp (ops/elementwise/exp.hpp, the
+/// same reduction and polynomial) without the overflow side, 2^n one exponent field
+/// (n in [-126, 0]), and results below FLT_MIN flushed to 0 (below 1.2e-38 of the row's
+/// largest term: nothing a sum or a probability can show). About a quarter fewer
+/// instructions than the general exp on AVX2, where exp is most of softmax's work.
+template <class V>
+V exp_nonpositive(const V& x) {
+  using std::fma;
+  using std::nearbyint;
+  constexpr float lowest = -87.33654f;  // ln(FLT_MIN)
+  const V c = max_keep_nan(V(lowest), x);
+  const V n = nearbyint(c * V(exp_log2e));
+  const V r = fma(n, V(-exp_ln2_lo), fma(n, V(-exp_ln2_hi), c));
+  const V er = fma(r * r, horner(r, exp_pf), r) + V(1.0f);
+  if constexpr (std::is_same_v<V, float>) {
+    return x < lowest ? 0.0f : std::ldexp(er, static_cast<int>(n == n ? n : 0.0f)) + (n - n);
+  } else {
+    using I = xsimd::batch<std::int32_t, typename V::arch_type>;
+    const V pow2 = xsimd::bitwise_cast<V>((xsimd::to_int(n) + I(127)) << 23);
+    return xsimd::select(x < V(lowest), V(0.0f), er * pow2);
+  }
+}
+
 /// softmax / log_softmax. State: the running max m and sum s of exp(x - m).
 template <bool Log>
 struct softmax_algo {
@@ -71,14 +94,14 @@ struct softmax_algo {
   void row(float* x, index_t n, index_t) const {
     const float m = cpu_lines::combine_run<A, max_reducer>(x, n, -std::numeric_limits<float>::infinity());
     if constexpr (Log) {
-      const float s = cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return exp_approx(v - std::remove_cvref_t<decltype(v)>(m)); });
+      const float s = cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); });
       const float ls = std::log(s);
       cpu_lines::map<A>(x, n, [&](const auto& v, index_t) {
         using V = std::remove_cvref_t<decltype(v)>;
         return (v - V(m)) - V(ls);
       });
     } else {
-      const float s = cpu_lines::map_sum<A>(x, n, [&](const auto& v) { return exp_approx(v - std::remove_cvref_t<decltype(v)>(m)); });
+      const float s = cpu_lines::map_sum<A>(x, n, [&](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); });
       const float inv = 1.0f / s;
       cpu_lines::map<A>(x, n, [&](const auto& v, index_t) { return v * std::remove_cvref_t<decltype(v)>(inv); });
     }
@@ -90,7 +113,7 @@ struct softmax_algo {
     const float m2 = max_op::apply(st.m, mc);
     if (m2 == -std::numeric_limits<float>::infinity()) return;  // nothing but -inf so far
     const float scale = st.m == m2 ? 1.0f : exp_approx(st.m - m2);
-    st.s = st.s * scale + cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return exp_approx(v - std::remove_cvref_t<decltype(v)>(m2)); });
+    st.s = st.s * scale + cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m2)); });
     st.m = m2;
   }
   void finish(stats& st, index_t) const {
@@ -109,7 +132,7 @@ struct softmax_algo {
       const float inv = 1.0f / st.s;
       cpu_lines::map<A>(x, n, [&](const auto& v, index_t) {
         using V = std::remove_cvref_t<decltype(v)>;
-        return exp_approx(v - V(m)) * V(inv);
+        return exp_nonpositive(v - V(m)) * V(inv);
       });
     }
   }
@@ -196,6 +219,7 @@ void run_rows(const cpu_state& state, const Io& io, axis_split sp, const Algo& a
     float* x = reinterpret_cast<float*>(cpu_scheduler::scratch((block_elements + 16) * sizeof(float)));
     if (R <= block_elements) {
       io.load(o0 * R, o1 * R, x);
+      if (t + 1 < tasks) io.prefetch(o1 * R, std::min(sp.outer, o1 + rows) * R);
       for (index_t o = o0; o < o1; ++o) al.template row<A>(x + (o - o0) * R, R, 0);
       io.store(o0 * R, o1 * R, x);
       return;
