@@ -196,10 +196,13 @@ struct cpu_reduce_driver {
     const index_t tasks = sp.outer * per_outer;
     for_tasks(tasks, structural_threads(state, elements, per_element, tasks), [&](index_t t) {
       const index_t o = t / per_outer, j0 = (t % per_outer) * jb, len = std::min(jb, sp.inner - j0);
-      std::byte* mem = cpu_scheduler::scratch((jb + 16) * (sizeof(C) + sizeof(Acc) + sizeof(Res)));
+      // three arrays of jb (+ slack for full-vector loads), each starting on a cache line
+      auto line = [](std::size_t bytes) { return (bytes + 63) / 64 * 64; };
+      const std::size_t xs = line(std::size_t(jb + 16) * sizeof(C)), as = line(std::size_t(jb + 16) * sizeof(Acc));
+      std::byte* mem = cpu_scheduler::scratch(xs + as + std::size_t(jb + 16) * sizeof(Res));
       C* x = reinterpret_cast<C*>(mem);
-      Acc* acc = reinterpret_cast<Acc*>(mem + (jb + 16) * sizeof(C));
-      Res* res = reinterpret_cast<Res*>(mem + (jb + 16) * (sizeof(C) + sizeof(Acc)));
+      Acc* acc = reinterpret_cast<Acc*>(mem + xs);
+      Res* res = reinterpret_cast<Res*>(mem + xs + as);
       for (index_t j = 0; j < len; ++j) acc[j] = Family::template start<C>();
       for (index_t r = 0; r < R; ++r) {
         const index_t at = (o * R + r) * sp.inner + j0;
