@@ -125,6 +125,30 @@ int main() {
     check("t = transpose(m[:64, :64]) * 2", max_rel_err(t.to_host(), want), 1e-7);
   }
 
+  {
+    // a row op with a fused prologue: softmax of each scaled, biased row (one kernel)
+    out = kiln::softmax(m * 0.5f + bias);
+    const auto hbias = bias.to_host();
+    ArrD want(rows * cols);
+    for (kiln::index_t r = 0; r < rows; ++r) {
+      double mx = -INFINITY, sum = 0;
+      for (kiln::index_t q = 0; q < cols; ++q) mx = std::max(mx, 0.5 * ha[std::size_t(r * cols + q)] + hbias[std::size_t(q)]);
+      for (kiln::index_t q = 0; q < cols; ++q) sum += std::exp(0.5 * ha[std::size_t(r * cols + q)] + hbias[std::size_t(q)] - mx);
+      for (kiln::index_t q = 0; q < cols; ++q)
+        want[r * cols + q] = std::exp(0.5 * ha[std::size_t(r * cols + q)] + hbias[std::size_t(q)] - mx) / sum;
+    }
+    check("out = softmax(m * 0.5 + bias)  (one kernel)", max_rel_err(out.to_host(), want), 1e-4);
+    auto norms = kiln::empty<float>(ctx, {rows});
+    norms = kiln::sqrt(kiln::sum(kiln::square(m), -1));  // row norms: one kernel
+    ArrD wn(rows);
+    for (kiln::index_t r = 0; r < rows; ++r) {
+      double acc = 0;
+      for (kiln::index_t q = 0; q < cols; ++q) acc += double(ha[std::size_t(r * cols + q)]) * ha[std::size_t(r * cols + q)];
+      wn[r] = std::sqrt(acc);
+    }
+    check("norms = sqrt(sum(square(m), -1))", max_rel_err(norms.to_host(), wn), 1e-5);
+  }
+
   std::printf("\n3. Mixed precision: f16 storage, f32 arithmetic\n");
   auto h = kiln::empty<kiln::half>(ctx, {n});
   h = kiln::cast<kiln::half>(a);
