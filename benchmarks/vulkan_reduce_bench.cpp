@@ -15,6 +15,8 @@
 #include <kiln/kiln.hpp>
 #include <kiln/vulkan.hpp>
 
+#include "bench_support.hpp"
+
 namespace {
 
 constexpr kiln::index_t rows = 4096, cols = 4096;
@@ -72,3 +74,5 @@ BENCHMARK(BM_softmax_masked)->Name("BM_softmax_masked/vulkan/4096x4096")->Unit(b
 BENCHMARK(BM_layer_norm)->Name("BM_layer_norm/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_rms_norm)->Name("BM_rms_norm/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_row_sum)->Name("BM_row_sum/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+int main(int argc, char** argv) { return kiln_bench::run_main(argc, argv, [] {}); }

@@ -136,7 +136,8 @@ kiln_stats stats_shuffle_xor(kiln_stats s, uint m) {
 void stats_finish(inout kiln_stats st, float count) {
 #if KILN_OP == 4
   float dm = st.s1 / count;
-  float var = max(st.s2 / count - dm * dm, 0.0);  // biased, as PyTorch's layer_norm
+  float var = st.s2 / count - dm * dm;  // biased, as PyTorch's layer_norm
+  if (var < 0.0) var = 0.0;            // rounding; a NaN stays NaN
   st.s1 = dm;
 #else
   float var = st.s2 / count;

@@ -388,7 +388,8 @@ TEST_F(codegen, softmax_with_a_broadcast_mask_caches_its_line_and_splits_long_li
 
 TEST_F(codegen, every_structural_op_generates_valid_glsl) {
   auto x = kiln::zeros<float>(ctx, {5, 40});
-  auto w = kiln::zeros<float>(ctx, {40}), b = kiln::zeros<kiln::half>(ctx, {40});
+  auto w = kiln::zeros<float>(ctx, {40});
+  auto b = kiln::zeros<kiln::half>(ctx, {40});
   auto r = kiln::empty<float>(ctx, {5});
   auto y = kiln::empty<float>(ctx, {5, 40});
   auto i = kiln::empty<std::int32_t>(ctx, {5});
