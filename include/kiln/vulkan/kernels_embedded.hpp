@@ -261,8 +261,9 @@ inline constexpr std::string_view reduce_columns = R"kiln_glsl(// kernels/reduce
 // (o * p.extent + r) * p.inner + j for r in [0, p.extent), neighbouring invocations
 // neighbouring elements (coalesced). No shared memory, no transposing copy.
 // Workgroup: local_size_x = KILN_WG; workgroups numbered as in rows.comp (2-D grid).
-// The axis is walked in blocks of 16384 steps, a loop in a loop: llvmpipe / lavapipe
-// end any one loop after 65535 iterations (its guard against endless shader loops).
+// The host sends only axes of at most 16384 here (codegen/structural.hpp): llvmpipe /
+// lavapipe end a shader loop after 65535 iterations (a guard against endless loops), so
+// longer axes go to rows.comp over the input walked with the axis innermost.
 layout(local_size_x = KILN_WG) in;
 
 void main() {
@@ -271,10 +272,7 @@ void main() {
   uint o = t / p.inner, j = t % p.inner;
   kiln_stats s = stats_empty();
   uint at = o * p.extent * p.inner + j;
-  for (uint r0 = 0u; r0 < p.extent; r0 += 16384u) {
-    uint r1 = min(p.extent, r0 + 16384u);
-    for (uint r = r0; r < r1; ++r, at += p.inner) stats_add(s, kiln_prologue(at), r);
-  }
+  for (uint r = 0u; r < p.extent; ++r, at += p.inner) stats_add(s, kiln_prologue(at), r);
   kiln_epilogue(stats_result(s, float(p.extent)), t);
 }
 )kiln_glsl";

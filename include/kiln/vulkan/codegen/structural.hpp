@@ -625,11 +625,18 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
   structural_kernel kn;
   axis_split sp = s.split();
   dim_order perm;
-  if constexpr (row_op) {
-    if (sp.inner > 1) {  // walk the axis innermost: rows again
-      perm = dim_order::axis_last(s.input_shape.rank(), s.axis);
-      sp = {sp.outer * sp.inner, sp.extent, 1};
-    }
+  // Row ops along another axis than the last walk it innermost: rows again. So do
+  // reductions over a long axis before the last: one invocation per output would loop
+  // past the 65535 iterations llvmpipe / lavapipe allow a shader loop (column mode walks
+  // axes up to column_extent_max only). Reduce outputs keep their row-major positions
+  // (o * inner + j), which is the order of rows in the axis-last walk.
+  constexpr index_t column_extent_max = 16384;
+  bool axis_last = false;
+  if constexpr (row_op) axis_last = sp.inner > 1;
+  else axis_last = sp.inner > 1 && !s.all && sp.extent > column_extent_max;
+  if (axis_last) {
+    perm = dim_order::axis_last(s.input_shape.rank(), s.axis);
+    sp = {sp.outer * sp.inner, sp.extent, 1};
   }
   const index_t outputs = row_op ? sp.outer * sp.extent : sp.outer * sp.inner;
   if (outputs == 0) {
@@ -642,7 +649,7 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
                       " has more than 2^32 - 1 elements, past the 32-bit indexing of its kernels; split the tensor");
   }
   const auto in_lay = make_input_layout(s.input_shape, s.arg, perm);
-  const auto out_lay = make_layout(out, n, perm);
+  const auto out_lay = row_op ? make_layout(out, n, perm) : make_layout(out, n);
 
   // operands, both functions; bindings shared by storage
   operand_fact fin[LI + 1], fout[LO + 1];
