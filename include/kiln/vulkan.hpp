@@ -26,3 +26,4 @@
 #include "kiln/vulkan/context.hpp"
 #include "kiln/vulkan/ops/copy.hpp"
 #include "kiln/vulkan/backend.hpp"
+#include "kiln/vulkan/ops/reduce.hpp"

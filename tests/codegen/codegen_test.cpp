@@ -6,6 +6,7 @@
 
 #include <kiln/kiln.hpp>
 #include <kiln/vulkan/codegen.hpp>
+#include <kiln/vulkan/kernels_embedded.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +47,26 @@ std::string glslc_errors(const std::string& src, const std::string& name) {
     if (pclose(p) == 0) return "";
   }
   return log.empty() ? "glslc failed" : log;
+}
+
+void check_golden_text(const std::string& glsl, const std::string& name) {
+  const std::string path = std::string(KILN_CODEGEN_GOLDEN_DIR) + "/" + name + ".comp";
+  if (const char* u = std::getenv("KILN_UPDATE_GOLDEN"); u && *u == '1') {
+    std::ofstream(path) << glsl;
+  }
+  const std::string want = read_file(path);
+  EXPECT_EQ(glsl, want) << "generated GLSL for " << name << " differs from " << path
+                        << " (KILN_UPDATE_GOLDEN=1 rewrites it after review)";
+  EXPECT_EQ(glslc_errors(glsl, name), "") << glsl;
+}
+
+/// The structural kernel of `out = e` (planned as assign would) on a device with
+/// subgroups of 8 and 32 KiB of shared memory.
+template <class T, class B, class E>
+vk::structural_kernel structural(const kiln::tensor<T, B>& out, const E& e, vk::structural_options o = {256, 8, 32768, 128}) {
+  const auto planned = kiln::detail::plan_node<true>(e);
+  return vk::make_structural_kernel(out, planned, o, vk::kernels::reduce_ops, vk::kernels::reduce_rows,
+                                    vk::kernels::reduce_columns);
 }
 
 void check_golden(const vk::kernel& k, const std::string& name) {
@@ -326,4 +347,64 @@ TEST_F(codegen, inputs_past_the_storage_buffer_limit_are_read_through_texel_view
   EXPECT_EQ(vk::make_kernel(y, expr(), vk::plan_options{.max_storage_buffers = 2}).source.plan.texel_bindings, 0u);
   EXPECT_EQ(vk::make_kernel(y, expr(), vk::plan_options{.max_storage_buffers = 5, .texel_views = true}).source.plan.texel_bindings,
             0u);
+}
+
+TEST_F(codegen, a_reduction_with_prologue_and_epilogue_splices_both_into_the_rows_template) {
+  auto x = kiln::zeros<float>(ctx, {64, 300}), z = kiln::zeros<float>(ctx, {64, 300});
+  auto n = kiln::empty<float>(ctx, {64});
+  const auto k = structural(n, kiln::sqrt(kiln::mean(kiln::square(x - z), -1) + 1e-6f));
+  ASSERT_NE(k.first, nullptr);
+  EXPECT_EQ(k.second, nullptr);
+  EXPECT_EQ(k.first->expression, "sqrt(add(mean(square(sub(a, b))), s0))");
+  EXPECT_EQ(k.first->plan.mode, vk::structural_mode::rows);
+  EXPECT_EQ(k.first_tasks, 64u);
+  check_golden_text(k.first->glsl, "reduce_mean_rows");
+  // over axis 0: the columns template, one invocation per output
+  auto c = kiln::empty<float>(ctx, {300});
+  const auto kc = structural(c, kiln::amax(x, 0) * 2.0f);
+  EXPECT_EQ(kc.first->plan.mode, vk::structural_mode::columns);
+  EXPECT_EQ(glslc_errors(kc.first->glsl, "amax_columns"), "") << kc.first->glsl;
+}
+
+TEST_F(codegen, softmax_with_a_broadcast_mask_caches_its_line_and_splits_long_lines) {
+  auto s = kiln::zeros<float>(ctx, {2, 4, 64, 64}), m = kiln::zeros<float>(ctx, {64, 64});
+  auto p = kiln::empty<float>(ctx, {2, 4, 64, 64});
+  const auto k = structural(p, kiln::softmax(s * 0.125f + m));
+  EXPECT_EQ(k.first->expression, "softmax(add(mul(a, t0), b))");
+  EXPECT_GT(k.first->plan.cache, 0u);
+  EXPECT_TRUE(k.first->plan.subgroup);
+  check_golden_text(k.first->glsl, "softmax_masked");
+  // a line of 1M elements: partial statistics, then the output pass
+  auto x = kiln::zeros<float>(ctx, {1, 1 << 20});
+  auto y = kiln::empty<float>(ctx, {1, 1 << 20});
+  const auto ks = structural(y, kiln::log_softmax(x));
+  ASSERT_NE(ks.second, nullptr);
+  EXPECT_EQ(ks.first->plan.phase, 1);
+  EXPECT_EQ(ks.second->plan.phase, 2);
+  EXPECT_EQ(ks.first_tasks, ks.second_tasks);
+  EXPECT_EQ(glslc_errors(ks.first->glsl, "softmax_phase1"), "") << ks.first->glsl;
+  EXPECT_EQ(glslc_errors(ks.second->glsl, "softmax_phase2"), "") << ks.second->glsl;
+}
+
+TEST_F(codegen, every_structural_op_generates_valid_glsl) {
+  auto x = kiln::zeros<float>(ctx, {5, 40});
+  auto w = kiln::zeros<float>(ctx, {40});
+  auto b = kiln::zeros<kiln::half>(ctx, {40});
+  auto r = kiln::empty<float>(ctx, {5});
+  auto y = kiln::empty<float>(ctx, {5, 40});
+  auto i = kiln::empty<std::int32_t>(ctx, {5});
+  auto xi = kiln::zeros<std::int8_t>(ctx, {5, 40});
+  auto h = kiln::empty<kiln::half>(ctx, {5, 40});
+  for (const auto& [name, glsl] : std::vector<std::pair<std::string, std::string>>{
+           {"sum", structural(r, kiln::sum(x, -1)).first->glsl},
+           {"amin", structural(r, kiln::amin(x, 1), {64, 0, 0, 0}).first->glsl},
+           {"argmin", structural(i, kiln::argmin(x, -1)).first->glsl},
+           {"argmax_cols", structural(w, kiln::cast<float>(kiln::argmax(x, 0))).first->glsl},
+           {"sum_int8", structural(i, kiln::sum(xi, -1)).first->glsl},
+           {"amax_int8_cols", structural(w, kiln::cast<float>(kiln::amax(xi, 0))).first->glsl},
+           {"layer_norm", structural(h, kiln::layer_norm(x, w, b)).first->glsl},
+           {"rms_norm", structural(y, kiln::rms_norm(x, w) + x, {64, 0, 0, 0}).first->glsl},
+           {"log_softmax_t", structural(y, kiln::log_softmax(kiln::transpose(kiln::transpose(x)))).first->glsl}}) {
+    EXPECT_EQ(glslc_errors(glsl, "structural_" + name), "") << name << "\n" << glsl;
+  }
 }

@@ -73,6 +73,11 @@ class context_state {
     bool texel = false;  ///< bound as a uniform texel view of its range (kernel_spec::texel_bindings)
   };
 
+  /// Workgroups of one dispatch along x, y and z.
+  struct grid {
+    std::uint32_t count[3] = {1, 1, 1};
+  };
+
   explicit context_state(const context_options& opt) {
     validation_ = opt.validation.value_or(env_flag("KILN_VULKAN_VALIDATION"));
     std::size_t limit = 0;
@@ -249,6 +254,22 @@ class context_state {
     return kernels_->get(k);
   }
 
+  /// Records one dispatch of kernel k over a grid of `groups` workgroups (x, y, z; each at
+  /// most the device's maxComputeWorkGroupCount, else kiln::device_error) with the given
+  /// buffers; see the one-dimensional overload below.
+  void dispatch(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
+                const grid& groups) {
+    for (int d = 0; d < 3; ++d) {
+      if (groups.count[d] > info_.max_workgroup_count[static_cast<std::size_t>(d)]) {
+        throw device_error("kiln::vulkan: kernel '" + std::string(k.name) + "' needs " + std::to_string(groups.count[d]) +
+                           " workgroups along dimension " + std::to_string(d) + "; " + info_.label() + " allows " +
+                           std::to_string(info_.max_workgroup_count[static_cast<std::size_t>(d)]) +
+                           " (maxComputeWorkGroupCount)");
+      }
+    }
+    dispatch_grid(k, buffers, push, groups);
+  }
+
   /// Records one dispatch of kernel k over `groups` workgroups with the given buffers
   /// (binding i = buffers[i]) and parameters: push constants, or, for a kernel with a
   /// parameter buffer (k.params_bytes), that buffer's contents, which go to a range of the
@@ -257,6 +278,27 @@ class context_state {
   /// kernel, fixed or generated, takes to the GPU.
   void dispatch(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
                 std::uint32_t groups) {
+    dispatch_grid(k, buffers, push, grid{{groups, 1, 1}});
+  }
+
+  /// Workgroups a kernel needs for `count` workgroup-sized tasks (rows, tiles), laid out
+  /// as x * y with x at most the device's maxComputeWorkGroupCount[0]: a kernel numbers
+  /// its task gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x and skips numbers
+  /// from count on. Throws kiln::device_error beyond x * y (2^32 tasks on most devices).
+  grid grid_for(std::uint64_t count) const {
+    const std::uint64_t mx = std::max<std::uint32_t>(info_.max_workgroup_count[0], 1);
+    const std::uint64_t x = std::clamp<std::uint64_t>(count, 1, mx);
+    const std::uint64_t y = std::max<std::uint64_t>((count + x - 1) / x, 1);
+    if (y > info_.max_workgroup_count[1]) {
+      throw device_error("kiln::vulkan: " + std::to_string(count) + " workgroups exceed " + info_.label() +
+                         "'s maxComputeWorkGroupCount[0] * [1]; split the work");
+    }
+    return grid{{static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y), 1}};
+  }
+
+ private:
+  void dispatch_grid(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
+                     const grid& groups) {
     const std::uint32_t param_bytes = k.params_bytes ? k.params_bytes : k.push_bytes;
     if (buffers.size() != k.bindings || push.size() != param_bytes) {
       throw error("kiln::vulkan: kernel '" + std::string(k.name) + "' takes " + std::to_string(k.bindings) +
@@ -287,6 +329,7 @@ class context_state {
     kernels_launched.fetch_add(1, std::memory_order_relaxed);
   }
 
+ public:
   // ---- host transfers -----------------------------------------------------------------
 
   /// Host -> device. Zero-copy: waits for the GPU's last use of the buffer, then memcpy.
@@ -536,7 +579,7 @@ class context_state {
 
   /// dispatch's recording (lock held): `params`, when set, is bound after the buffers.
   void record_dispatch(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
-                       std::uint32_t groups, const allocation& params, access_state& params_state) {
+                       const grid& groups, const allocation& params, access_state& params_state) {
     ensure_alive();
     const auto nb = static_cast<std::uint32_t>(buffers.size());
     const std::uint32_t n = nb + (params ? 1 : 0);
@@ -613,7 +656,7 @@ class context_state {
       if (!params && !push.empty()) {
         vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push.size()), push.data());
       }
-      vkCmdDispatch(cb, groups, 1, 1);
+      vkCmdDispatch(cb, groups.count[0], groups.count[1], groups.count[2]);
       seq_->count_dispatch();
     });
   }

@@ -59,7 +59,12 @@ struct define {
 /// the device's maxPushConstantsSize). A kernel whose parameters do not fit there reads
 /// them from a storage buffer of params_bytes at binding `bindings` instead, which the
 /// context fills for each dispatch. The workgroup size is specialisation constant 0
-/// (`layout(local_size_x_id = 0) in;`), elements per invocation constant 1 (optional).
+/// (`layout(local_size_x_id = 0) in;`), elements per invocation constant 1 (optional);
+/// a kernel that needs a size of its own (a structural kernel sized from the device's
+/// subgroup and shared memory) declares `layout(local_size_x = N) in;` in its source and
+/// states N in local_size. Constants 0 and 1 are still supplied to every pipeline: a map
+/// entry for a constant id the shader does not declare has no effect (Vulkan spec,
+/// VkSpecializationInfo), so one pipeline-creation path serves both kinds.
 struct kernel_spec {
   std::string_view name;
   std::string_view glsl;
@@ -71,6 +76,7 @@ struct kernel_spec {
   std::string_view expression = {};
   std::uint32_t texel_bindings = 0;  ///< bit i: binding i is a uniform texel buffer
   std::uint32_t params_bytes = 0;    ///< nonzero: binding `bindings` is a parameter buffer of this size
+  std::uint32_t local_size = 0;      ///< nonzero: the source declares local_size_x = this (checked against the device)
 };
 
 /// Kernel-cache counters of one context, per level: memory, then disk, then shaderc.
@@ -546,6 +552,10 @@ class shader_cache {
     }
     if (k.push_bytes > info_.max_push_constants) {
       return limit(k.push_bytes, "bytes of push constants", info_.max_push_constants, "maxPushConstantsSize");
+    }
+    if (k.local_size > info_.max_workgroup_invocations || k.local_size > info_.max_workgroup_size[0]) {
+      return limit(k.local_size, "invocations per workgroup", std::min(info_.max_workgroup_invocations, info_.max_workgroup_size[0]),
+                   "maxComputeWorkGroupInvocations / maxComputeWorkGroupSize[0]");
     }
     if (k.params_bytes > info_.max_storage_buffer_range) {
       return limit(k.params_bytes, "bytes of parameters", info_.max_storage_buffer_range, "maxStorageBufferRange");

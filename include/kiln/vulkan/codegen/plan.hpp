@@ -1,0 +1,201 @@
+// kiln/vulkan/codegen/plan.hpp — what a generated kernel is compiled for: how each operand
+// is indexed, which operands share bindings or views, the vector variant, texel reads,
+// where the parameters live (push constants or a storage buffer); make_plan chooses it
+// from a statement's layout and the device's limits.
+#pragma once
+
+#include <algorithm>
+#include <bit>  // std::popcount
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/expr/layout.hpp"
+
+namespace kiln::detail::vk {
+
+/// How generated code indexes an operand, given the output's linear index i.
+enum class access : std::uint8_t {
+  linear,    // element offset + i
+  constant,  // one element for the whole statement (stride 0 everywhere)
+  strided,   // offset + sum(index_d * stride_d) over the collapsed dimensions
+};
+
+/// One operand (output first, then leaves in for_each_leaf order) as the shader sees it.
+struct operand_plan {
+  dtype type = dtype::f32;
+  std::uint32_t binding = 0;  // buffer binding (operands sharing storage share it)
+  access how = access::linear;
+  int same_as = -1;           // leaves only: an earlier leaf reading the very same view
+};
+
+/// What a kernel is compiled for (everything but the values that go in push constants).
+struct kernel_plan {
+  int rank = 1;                       // collapsed rank
+  bool vec4 = false;                  // four elements per step, vec4 loads and stores
+  bool wide = false;                  // (with vec4) eight per step: u64vec4 loads and stores
+  std::vector<operand_plan> operands; // [0] output, [1..] leaves
+  std::uint32_t bindings = 0;
+  std::uint32_t texel_bindings = 0;   // bit b: binding b is read through a uniform texel buffer
+  bool single_step = false;           // one step per invocation: no grid-stride loop
+  bool tail = true;                   // (vector variants) the element count is not a whole number of steps
+  bool params_buffer = false;         // parameters in a storage buffer at binding `bindings`, not push constants
+};
+
+/// Bindings a texel_bindings mask can name (kernel_spec carries it as 32 bits).
+inline constexpr std::uint32_t max_texel_binding = 32;
+
+/// Elements one step of a kernel of `plan` handles: 8 (wide), 4 (vec4) or 1.
+inline unsigned step_width(const kernel_plan& plan) { return plan.wide ? 8u : plan.vec4 ? 4u : 1u; }
+
+/// Invocations a kernel of `plan` needs over `elements` output elements when single_step:
+/// one per step, and one per tail element.
+inline std::uint64_t invocations_needed(const kernel_plan& plan, std::uint64_t elements) {
+  const std::uint64_t w = step_width(plan);
+  return std::max(elements / w, elements % w);
+}
+
+/// What the device and context allow a plan to use.
+struct plan_options {
+  bool int64 = false;        // shaderInt64: the wide variant
+  bool texel_reads = false;  // every operand's storage has a texel view: read inputs through it
+  std::uint64_t max_invocations = 0;  // invocations one dispatch can run (0: always the loop)
+  // The device's limits per kernel (0: none, as for codegen tests):
+  std::uint32_t max_push_bytes = 0;       // beyond: the parameters go to a storage buffer
+  std::uint32_t max_storage_buffers = 0;  // beyond: inputs are read through texel views (texel_views)
+  std::uint32_t max_texel_buffers = 0;    // uniform texel buffers
+  bool texel_views = false;  // every input can be read through a texel view, should the storage buffers run out
+};
+
+/// Words (32-bit) of a kernel's parameters: the element count, an offset per operand, for
+/// strided plans the extents and each strided operand's strides, then the scalars.
+inline std::size_t param_words(const kernel_plan& plan, std::size_t scalars) {
+  std::size_t strided = 0;
+  for (const auto& op : plan.operands) strided += op.how == access::strided;
+  const std::size_t r = static_cast<std::size_t>(plan.rank);
+  return 1 + plan.operands.size() + (strided ? r + strided * r : 0) + scalars;
+}
+
+/// Whether plan reads binding b through a uniform texel buffer.
+inline bool texel_binding(const kernel_plan& plan, std::uint32_t b) {
+  return b < max_texel_binding && (plan.texel_bindings >> b) & 1u;
+}
+
+/// Storage-buffer descriptors a kernel of plan binds (its parameter buffer included).
+inline std::uint32_t storage_buffers(const kernel_plan& plan) {
+  return plan.bindings - static_cast<std::uint32_t>(std::popcount(plan.texel_bindings)) + (plan.params_buffer ? 1u : 0u);
+}
+
+/// A generated kernel.
+struct kernel_source {
+  std::string glsl;        // the cache key
+  std::string expression;  // e.g. "gelu(add(mul(a, b), c))"
+  kernel_plan plan;
+  std::string name;        // "fused_<hash of glsl>", the kernel's name in errors and on disk
+};
+/// Chooses how each operand is indexed, which leaves share bindings and views, and
+/// whether the vec4 variant applies. Operand o (0 = output) lives in storage[o] and reads
+/// views[o]: operands with one storage share a buffer, and those that also have one
+/// dtype, offset and view read the very same elements; `scalars` is the expression's
+/// number of scalars (parameters too). A template over the operand count only (no
+/// per-expression callbacks), so statements share its code.
+template <std::size_t L>
+kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1], const index_t (&offsets)[L + 1],
+                      const void* const (&storage)[L + 1], const strides (&views)[L + 1], plan_options opt = {},
+                      std::size_t scalars = 0) {
+  auto same_storage = [&](std::size_t a, std::size_t b) { return storage[a] == storage[b]; };
+  auto same_view = [&](std::size_t a, std::size_t b) {
+    return storage[a] == storage[b] && types[a] == types[b] && offsets[a] == offsets[b] && views[a] == views[b];
+  };
+  kernel_plan plan;
+  plan.rank = lay.rank;
+  plan.operands.resize(L + 1);
+  for (std::size_t o = 0; o <= L; ++o) {
+    auto& op = plan.operands[o];
+    op.type = types[o];
+    if (lay.constant(o) && o > 0) {
+      op.how = access::constant;
+    } else {
+      bool linear = true;
+      index_t expect = 1;
+      for (int d = lay.rank - 1; d >= 0 && linear; --d) {
+        linear = lay.extent[d] == 1 || lay.stride[o][d] == expect;
+        expect *= lay.extent[d];
+      }
+      op.how = linear ? access::linear : access::strided;
+    }
+    op.binding = plan.bindings;
+    for (std::size_t q = 0; q < o; ++q) {
+      if (same_storage(q, o)) {
+        op.binding = plan.operands[q].binding;
+        break;
+      }
+    }
+    if (op.binding == plan.bindings) ++plan.bindings;
+    if (o > 0) {
+      for (std::size_t q = 1; q < o; ++q) {
+        if (plan.operands[q].same_as < 0 && same_view(q, o)) {
+          op.same_as = static_cast<int>(q - 1);
+          break;
+        }
+      }
+    }
+  }
+  // vec4: every operand linear or constant, 4-element aligned, of a dtype with a vec4 form
+  bool v4 = true;
+  for (std::size_t o = 0; o <= L && v4; ++o) {
+    const auto& op = plan.operands[o];
+    const bool vec_type = op.type == dtype::f32 || op.type == dtype::i32 || op.type == dtype::f16;
+    v4 = op.how == access::constant || (op.how == access::linear && vec_type && offsets[o] % 4 == 0);
+  }
+  plan.vec4 = v4 && types[0] != dtype::u8;
+  // wide: moreover 32-bit and 8-element aligned (u64vec4 = 32 bytes), on a device with int64
+  bool w = plan.vec4 && opt.int64;
+  for (std::size_t o = 0; o <= L && w; ++o) {
+    const auto& op = plan.operands[o];
+    w = op.how == access::constant || ((op.type == dtype::f32 || op.type == dtype::i32) && offsets[o] % 8 == 0);
+  }
+  plan.wide = w;
+  plan.params_buffer = opt.max_push_bytes && param_words(plan, scalars) * 4 > opt.max_push_bytes;
+  // texel reads: bindings other than the output's whose operands are all 32-bit, as many
+  // as the device allows and the mask can name
+  auto texel_eligible = [&](std::uint32_t b) {
+    bool texel = b != plan.operands[0].binding && b < max_texel_binding;
+    for (std::size_t o = 1; o <= L && texel; ++o) {
+      const auto& op = plan.operands[o];
+      texel = op.binding != b || op.type == dtype::f32 || op.type == dtype::i32;
+    }
+    return texel;
+  };
+  const std::uint32_t max_texel = opt.max_texel_buffers ? opt.max_texel_buffers : max_texel_binding;
+  std::uint32_t texels = 0;
+  if (plan.vec4 && opt.texel_reads) {
+    for (std::uint32_t b = 0; b < plan.bindings && texels < max_texel; ++b) {
+      if (texel_eligible(b)) {
+        plan.texel_bindings |= 1u << b;
+        ++texels;
+      }
+    }
+  }
+  // More buffers than the device's storage-buffer descriptors: read inputs through texel
+  // views (any variant; strided reads fetch the texel holding the element) until they fit.
+  if (opt.max_storage_buffers && opt.texel_views) {
+    for (std::uint32_t b = 0; b < plan.bindings && texels < max_texel; ++b) {
+      if (storage_buffers(plan) <= opt.max_storage_buffers) break;
+      if (!texel_binding(plan, b) && texel_eligible(b)) {
+        plan.texel_bindings |= 1u << b;
+        ++texels;
+      }
+    }
+  }
+  std::uint64_t elements = 1;
+  for (int d = 0; d < lay.rank; ++d) elements *= static_cast<std::uint64_t>(lay.extent[d]);
+  plan.single_step = opt.max_invocations > 0 && invocations_needed(plan, elements) <= opt.max_invocations;
+  plan.tail = plan.vec4 && elements % step_width(plan) != 0;
+  return plan;
+}
+
+}  // namespace kiln::detail::vk

@@ -1,0 +1,105 @@
+// kiln/vulkan/codegen/source_cache.hpp — generated sources once per process for each
+// (expression type, plan): plan_key, cached_source, and make_kernel (plan + source +
+// arguments of one statement).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/tensor.hpp"
+#include "kiln/detail/disk_cache.hpp"
+#include "kiln/expr/assign.hpp"
+#include "kiln/expr/layout.hpp"
+#include "kiln/expr/traverse.hpp"
+#include "kiln/vulkan/codegen/args.hpp"
+#include "kiln/vulkan/codegen/elementwise.hpp"
+#include "kiln/vulkan/codegen/plan.hpp"
+
+namespace kiln::detail::vk {
+
+/// A statement's kernel: its source (the cache key; generated once per process for each
+/// expression type and plan, see cached_source) and this dispatch's arguments.
+struct kernel {
+  const kernel_source& source;
+  kernel_args args;
+};
+
+/// The plan as a compact byte string (a map key).
+inline std::string plan_key(const kernel_plan& plan) {
+  std::string k;
+  k.reserve(16 + plan.operands.size() * 10);
+  auto word = [&](std::uint32_t v) {  // whole words: binding numbers and masks exceed a byte
+    for (int i = 0; i < 4; ++i) k += static_cast<char>((v >> (8 * i)) & 0xffu);
+  };
+  k += static_cast<char>(plan.rank);
+  k += static_cast<char>(plan.vec4);
+  k += static_cast<char>(plan.wide);
+  k += static_cast<char>(plan.single_step);
+  k += static_cast<char>(plan.tail);
+  k += static_cast<char>(plan.params_buffer);
+  word(plan.bindings);
+  word(plan.texel_bindings);
+  for (const operand_plan& o : plan.operands) {
+    k += static_cast<char>(o.type);
+    k += static_cast<char>(o.how);
+    word(o.binding);
+    word(static_cast<std::uint32_t>(o.same_as));
+  }
+  return k;
+}
+
+/// generate<T>(n, plan), once per process for each (T, N, plan): the text depends on
+/// nothing else (see the top of this file; an op's GLSL is a property of its type), so a
+/// statement seen before skips all text work. Thread-safe; entries live until exit.
+template <class T, class N>
+const kernel_source& cached_source(const N& n, const kernel_plan& plan) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::unique_ptr<const kernel_source>> sources;
+  const std::string key = plan_key(plan);
+  std::lock_guard lock(mutex);
+  if (auto it = sources.find(key); it != sources.end()) return *it->second;
+  auto src = std::make_unique<kernel_source>(generate<T>(n, plan));  // may throw shader_error
+  char name[24];
+  std::snprintf(name, sizeof name, "fused_%016llx", static_cast<unsigned long long>(fnv1a(src->glsl)));
+  src->name = name;
+  return *sources.emplace(key, std::move(src)).first->second;
+}
+
+/// Plans and generates the kernel for `out = n` (shapes and aliasing already checked);
+/// opt: what the device and context allow (the wide variant, texel reads).
+template <class T, class B, class N>
+kernel make_kernel(const tensor<T, B>& out, const N& n, plan_options opt = {}) {
+  constexpr std::size_t L = leaf_count_v<N>;
+  const auto lay = make_layout(out, n);
+  dtype types[L + 1];
+  index_t offsets[L + 1];
+  const void* storage[L + 1];
+  strides views[L + 1];
+  types[0] = dtype_traits<T>::value;
+  offsets[0] = out.offset();
+  storage[0] = out.storage().get();
+  views[0] = out.strides();
+  std::size_t k = 1;
+  for_each_leaf(n, [&](const auto& t) {
+    using U = typename std::remove_cvref_t<decltype(t)>::value_type;
+    types[k] = dtype_traits<U>::value;
+    offsets[k] = t.offset();
+    storage[k] = t.storage().get();
+    views[k] = broadcast_strides(t, out.shape());
+    ++k;
+  });
+  std::size_t scalars = 0;
+  for_each_scalar(n, [&](const auto&) { ++scalars; });
+  const kernel_plan plan = make_plan<L>(lay, types, offsets, storage, views, opt, scalars);
+  const kernel_source& src = cached_source<T>(n, plan);
+  return kernel{src, make_args<L>(lay, offsets, src.plan, n)};
+}
+
+}  // namespace kiln::detail::vk

@@ -1,0 +1,765 @@
+// kiln/vulkan/codegen/structural.hpp — the source of a structural kernel (reductions,
+// softmax, norms): generated declarations and hooks spliced in front of hand-written
+// GLSL (kernels/reduce/*.comp).
+//
+// The statement's prologue (the op's input expression) and epilogue (the elementwise tree
+// around the op) are emitted by the same emitter as elementwise kernels, each as one
+// function: `KILN_ACC kiln_prologue(uint pos)` evaluates the input at input position pos
+// (the input layout's walk order, expr/layout.hpp's make_input_layout) and
+// `void kiln_epilogue(KILN_RESULT value, uint pos)` writes output position pos given the
+// op's result there. Operands are read with scalar loads, linear, constant or strided
+// (the elementwise kernels' three ways); buffers are shared across both functions by
+// storage. Parameters (geometry, offsets, extents, strides, the scalars of both
+// functions) go to push constants, or to a storage buffer when they do not fit, as for
+// elementwise kernels. The whole source is the cache key; nothing else decides it.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <bit>  // std::bit_cast
+#include <climits>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <unordered_map>
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/tensor.hpp"
+#include "kiln/detail/disk_cache.hpp"  // fnv1a
+#include "kiln/expr/glsl.hpp"
+#include "kiln/expr/layout.hpp"
+#include "kiln/expr/structural.hpp"
+#include "kiln/expr/traverse.hpp"
+#include "kiln/ops/norm/layer_norm.hpp"
+#include "kiln/ops/reduce/argmax.hpp"
+#include "kiln/ops/reduce/reducer.hpp"
+#include "kiln/ops/reduce/softmax.hpp"
+#include "kiln/vulkan/codegen/emitter.hpp"
+#include "kiln/vulkan/codegen/source_cache.hpp"  // plan_key
+#include "kiln/vulkan/codegen/plan.hpp"
+#include "kiln/vulkan/codegen/types.hpp"
+
+namespace kiln::detail::vk {
+
+/// How a structural kernel walks its op (kernels/reduce/rows.comp or columns.comp).
+enum class structural_mode : std::uint8_t { rows, columns };
+
+/// KILN_OP of kernels/reduce/ops.comp.
+enum class structural_op : std::uint8_t { reducer = 1, arg_extreme = 2, softmax = 3, layer_norm = 4, rms_norm = 5 };
+
+/// What a structural kernel is compiled for (everything else goes to its parameters).
+struct structural_plan {
+  structural_op op = structural_op::reducer;
+  bool row_op = false;   // row family: the output is the input's shape
+  bool log = false;      // log_softmax
+  bool largest = false;  // argmax (else argmin)
+  structural_mode mode = structural_mode::rows;
+  std::uint8_t phase = 0;      // 0: one dispatch; 1, 2: the split pass's two dispatches
+  std::uint32_t wg = 64;       // invocations per workgroup (a power of two)
+  std::uint32_t cache = 0;     // row ops: a line of up to this many elements is kept in shared memory
+  bool subgroup = false;       // merge statistics with subgroup shuffles first
+  bool acc_float = true;       // KILN_ACC: float (else int)
+  kernel_plan in;              // the prologue: rank of the input layout; operands [0] unused, [1..] its leaves
+  kernel_plan out;             // the epilogue: rank of the output layout; [0] the output, [1..] its operands
+  std::size_t value_operand = 0;       // the operand of `out` that is the op's result
+  std::vector<operand_plan> params;    // a norm's weight (and bias), read as rank-1 strided
+  std::uint32_t bindings = 0;  // operand buffers; the split pass's partials follow, then a parameter buffer
+  bool params_buffer = false;
+};
+
+/// A generated structural kernel.
+struct structural_source {
+  std::string glsl;        // the cache key
+  std::string expression;  // e.g. "mul(gelu(layer_norm(add(a, b), c, d)), s0)"
+  structural_plan plan;
+  std::string name;        // "<op>_<hash of glsl>"
+};
+
+/// The plan as a compact byte string (a map key).
+inline std::string structural_plan_key(const structural_plan& sp) {
+  std::string k;
+  auto word = [&](std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) k += static_cast<char>((v >> (8 * i)) & 0xffu);
+  };
+  k += static_cast<char>(sp.op);
+  k += static_cast<char>(sp.row_op | sp.log << 1 | sp.largest << 2 | sp.subgroup << 3 | sp.acc_float << 4 |
+                         sp.params_buffer << 5);
+  k += static_cast<char>(sp.mode);
+  k += static_cast<char>(sp.phase);
+  word(sp.wg);
+  word(sp.cache);
+  word(static_cast<std::uint32_t>(sp.value_operand));
+  word(sp.bindings);
+  k += plan_key(sp.in);
+  k += '|';
+  k += plan_key(sp.out);
+  k += '|';
+  for (const operand_plan& o : sp.params) {
+    k += static_cast<char>(o.type);
+    word(o.binding);
+  }
+  return k;
+}
+
+/// Words of a structural kernel's parameters (see structural_param_block).
+inline std::size_t structural_param_words(const structural_plan& sp, std::size_t scalars) {
+  auto strided = [](const kernel_plan& kp, std::size_t from) {
+    std::size_t s = 0;
+    for (std::size_t o = from; o < kp.operands.size(); ++o) s += kp.operands[o].how == access::strided;
+    return s;
+  };
+  const std::size_t si = strided(sp.in, 1), so = strided(sp.out, 0);
+  const auto ri = static_cast<std::size_t>(sp.in.rank), ro = static_cast<std::size_t>(sp.out.rank);
+  return 6 + (sp.in.operands.size() - 1) + (si ? ri + si * ri : 0) + 2 * sp.params.size() + sp.out.operands.size() +
+         (so ? ro + so * ro : 0) + scalars;
+}
+
+namespace structural_text {
+
+/// body with {0}, {1}, ... replaced by args and {T} by type (a reducer's GLSL).
+inline std::string substitute(std::string_view body, const std::vector<std::string>& args, std::string_view type,
+                              std::string_view what) {
+  std::string out;
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    if (body[i] != '{') {
+      out += body[i];
+      continue;
+    }
+    const std::size_t close = body.find('}', i);
+    if (close == std::string_view::npos) throw shader_error("kiln: unbalanced '{' in " + std::string(what) + ": " + std::string(body));
+    const std::string_view tag = body.substr(i + 1, close - i - 1);
+    if (tag == "T") {
+      out += type;
+    } else {
+      std::size_t k = args.size();
+      if (!tag.empty() && tag.find_first_not_of("0123456789") == std::string_view::npos) k = std::stoul(std::string(tag));
+      if (k >= args.size()) {
+        throw shader_error("kiln: " + std::string(what) + " refers to {" + std::string(tag) + "} but has " +
+                           std::to_string(args.size()) + " operands: " + std::string(body));
+      }
+      out += args[k];
+    }
+    i = close;
+  }
+  return out;
+}
+
+/// Index of operand o of kp at position `pos` (coordinates c0.. already computed when
+/// strided); members named <prefix>off<o>, <prefix>st<o>_<d>.
+inline std::string index_of(const kernel_plan& kp, std::size_t o, const std::string& prefix) {
+  const std::string off = "p." + prefix + "off" + std::to_string(o);
+  switch (kp.operands[o].how) {
+    case access::linear: return off + " + pos";
+    case access::constant: return off;
+    case access::strided: {
+      std::string e = "uint(int(" + off + ")";
+      for (int d = 0; d < kp.rank; ++d) {
+        e += " + int(c" + std::to_string(d) + ") * p." + prefix + "st" + std::to_string(o) + "_" + std::to_string(d);
+      }
+      return e + ")";
+    }
+  }
+  return off;
+}
+
+inline bool any_strided(const kernel_plan& kp, std::size_t from) {
+  for (std::size_t o = from; o < kp.operands.size(); ++o)
+    if (kp.operands[o].how == access::strided) return true;
+  return false;
+}
+
+/// `uint cD = ...` for the coordinates of pos over extents <prefix>ext<d>.
+inline std::string coordinates(const kernel_plan& kp, const std::string& prefix) {
+  std::string s = "  uint rest = pos;\n";
+  for (int d = kp.rank - 1; d >= 0; --d) {
+    const std::string ds = std::to_string(d);
+    if (d > 0) s += "  uint c" + ds + " = rest % p." + prefix + "ext" + ds + "; rest /= p." + prefix + "ext" + ds + ";\n";
+    else s += "  uint c0 = rest;\n";
+  }
+  return s;
+}
+
+inline std::string load(const operand_plan& op, const std::string& at) {
+  return glsl_load(op.type, "kiln_b" + std::to_string(op.binding) + "[" + at + "]");
+}
+
+}  // namespace structural_text
+
+/// The reducer hooks of KILN_OP 1, from a reducer's GLSL spellings (acc: "float" or "int").
+struct reducer_text {
+  std::string_view identity, combine, finalize;  // finalize empty: the value itself
+  std::vector<std::string> functions;
+};
+
+/// Assembles a structural kernel's source: the generated part, then kernels/reduce/ops.comp
+/// and the mode's template (`templates`, in order). Not a template: one copy serves all.
+inline structural_source assemble_structural(const structural_plan& sp, const emitter& pro, const std::string& pro_result,
+                                             const emitter& epi, const std::string& epi_result,
+                                             std::string_view epi_type, std::string_view result_type,
+                                             const reducer_text* red, std::string readable,
+                                             std::initializer_list<std::string_view> templates) {
+  using namespace structural_text;
+  const std::string_view acc = sp.acc_float ? "float" : "int";
+  const std::size_t LI = sp.in.operands.size() - 1, LO = sp.out.operands.size() - 1;
+
+  // every buffer operand: (binding, dtype, written)
+  struct use {
+    std::uint32_t binding;
+    dtype type;
+  };
+  std::vector<use> uses;
+  uses.push_back({sp.out.operands[0].binding, sp.out.operands[0].type});
+  for (std::size_t o = 1; o <= LO; ++o)
+    if (o != sp.value_operand) uses.push_back({sp.out.operands[o].binding, sp.out.operands[o].type});
+  for (std::size_t o = 1; o <= LI; ++o) uses.push_back({sp.in.operands[o].binding, sp.in.operands[o].type});
+  for (const auto& q : sp.params) uses.push_back({q.binding, q.type});
+  bool f16 = pro.uses_f16 || epi.uses_f16, b16 = pro.uses_bf16 || epi.uses_bf16, i8 = false;
+  for (const use& u : uses) {
+    f16 = f16 || u.type == dtype::f16;
+    b16 = b16 || u.type == dtype::bf16;
+    i8 = i8 || u.type == dtype::i8 || u.type == dtype::u8;
+  }
+
+  std::string s;
+  s += "#version 450\n";
+  s += "// kiln generated kernel: " + readable + "\n";
+  s += "// " + std::string(sp.mode == structural_mode::rows ? "rows" : "columns") + ", phase " +
+       std::to_string(sp.phase) + ", " + std::to_string(sp.wg) + " invocations" +
+       (sp.subgroup ? ", subgroup shuffles" : "") + (sp.cache ? ", line cache " + std::to_string(sp.cache) : "") +
+       (sp.params_buffer ? "; parameter buffer" : "") + "\n";
+  if (f16 || b16) s += "#extension GL_EXT_shader_16bit_storage : require\n";
+  if (i8) {
+    s += "#extension GL_EXT_shader_8bit_storage : require\n";
+    s += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n";
+  }
+  if (sp.subgroup) {
+    s += "#extension GL_KHR_shader_subgroup_basic : require\n";
+    s += "#extension GL_KHR_shader_subgroup_shuffle : require\n";
+  }
+  auto def = [&](std::string_view name, const std::string& v) { s += "#define " + std::string(name) + " " + v + "\n"; };
+  def("KILN_OP", std::to_string(static_cast<int>(sp.op)));
+  def("KILN_ROW_OP", sp.row_op ? "1" : "0");
+  def("KILN_LOG", sp.log ? "1" : "0");
+  def("KILN_LARGEST", sp.largest ? "1" : "0");
+  def("KILN_PHASE", std::to_string(sp.phase));
+  def("KILN_WG", std::to_string(sp.wg) + "u");
+  def("KILN_CACHE", std::to_string(sp.cache));
+  def("KILN_SUBGROUP", sp.subgroup ? "1" : "0");
+  def("KILN_ACC", std::string(acc));
+  def("KILN_ACC_FLOAT", sp.acc_float ? "1" : "0");
+  def("KILN_RESULT", std::string(result_type));
+  def("KILN_WEIGHT", sp.params.size() > 0 ? "1" : "0");
+  def("KILN_BIAS", sp.params.size() > 1 ? "1" : "0");
+  s += "\n";
+
+  // Buffers: one per binding, with the dtype of its first use.
+  std::vector<int> declared(sp.bindings, -1);
+  const std::uint32_t out_binding = sp.out.operands[0].binding;
+  bool out_read = false;
+  for (std::size_t u = 1; u < uses.size(); ++u) out_read = out_read || uses[u].binding == out_binding;
+  for (const use& u : uses) {
+    if (declared[u.binding] >= 0) {
+      if (dtype(declared[u.binding]) != u.type) {
+        throw shader_error("kiln: one buffer read as two dtypes in one expression is not supported");
+      }
+      continue;
+    }
+    declared[u.binding] = static_cast<int>(u.type);
+    const std::string b = std::to_string(u.binding);
+    const std::string qual = u.binding == out_binding ? (out_read ? "" : "writeonly ") : "readonly ";
+    s += "layout(std430, set = 0, binding = " + b + ") " + qual + "buffer kiln_buf" + b + " { " +
+         std::string(glsl_storage_type(u.type)) + " kiln_b" + b + "[]; };\n";
+  }
+  if (sp.phase) {
+    s += "layout(std430, set = 0, binding = " + std::to_string(sp.bindings) + ") " +
+         (sp.phase == 1 ? "writeonly " : "readonly ") + "buffer kiln_partial_buf { vec4 kiln_partial[]; };\n";
+  }
+
+  // Parameters (the order make_structural_args writes them in).
+  if (sp.params_buffer) {
+    s += "\nlayout(std430, set = 0, binding = " + std::to_string(sp.bindings + (sp.phase ? 1 : 0)) +
+         ") readonly buffer kiln_params {\n";
+  } else {
+    s += "\nlayout(push_constant) uniform kiln_params {\n";
+  }
+  s += "  uint rows;\n  uint extent;\n  uint inner;\n  uint chunk;\n  uint chunks;\n  float eps;\n";
+  for (std::size_t o = 1; o <= LI; ++o) s += "  uint ioff" + std::to_string(o) + ";\n";
+  if (any_strided(sp.in, 1)) {
+    for (int d = 0; d < sp.in.rank; ++d) s += "  uint iext" + std::to_string(d) + ";\n";
+    for (std::size_t o = 1; o <= LI; ++o) {
+      if (sp.in.operands[o].how != access::strided) continue;
+      for (int d = 0; d < sp.in.rank; ++d) s += "  int ist" + std::to_string(o) + "_" + std::to_string(d) + ";\n";
+    }
+  }
+  for (std::size_t q = 0; q < sp.params.size(); ++q) {
+    s += "  uint poff" + std::to_string(q) + ";\n  int pst" + std::to_string(q) + ";\n";
+  }
+  for (std::size_t o = 0; o <= LO; ++o) s += "  uint off" + std::to_string(o) + ";\n";
+  if (any_strided(sp.out, 0)) {
+    for (int d = 0; d < sp.out.rank; ++d) s += "  uint ext" + std::to_string(d) + ";\n";
+    for (std::size_t o = 0; o <= LO; ++o) {
+      if (sp.out.operands[o].how != access::strided) continue;
+      for (int d = 0; d < sp.out.rank; ++d) s += "  int st" + std::to_string(o) + "_" + std::to_string(d) + ";\n";
+    }
+  }
+  for (std::size_t j = 0; j < epi.scalar_types.size(); ++j) s += "  " + epi.scalar_types[j] + " s" + std::to_string(j) + ";\n";
+  for (std::size_t j = 0; j < pro.scalar_types.size(); ++j) s += "  " + pro.scalar_types[j] + " t" + std::to_string(j) + ";\n";
+  s += "} p;\n\n";
+
+  std::vector<std::string> functions = pro.functions;
+  for (const std::string& f : epi.functions)
+    if (std::find(functions.begin(), functions.end(), f) == functions.end()) functions.push_back(f);
+  if (red) {
+    for (const std::string& f : red->functions)
+      if (std::find(functions.begin(), functions.end(), f) == functions.end()) functions.push_back(f);
+  }
+  for (const std::string& f : functions) s += f;
+  if (pro.uses_f2i || epi.uses_f2i) s += f2i_glsl;
+  if (b16) s += bf16_glsl;
+
+  // The prologue: the input expression at input position pos.
+  s += std::string(acc) + " kiln_prologue_compute(";
+  bool first = true;
+  for (std::size_t k = 0; k < LI; ++k) {
+    if (sp.in.operands[1 + k].same_as >= 0) continue;
+    s += std::string(first ? "" : ", ") + std::string(compute_type_of(sp.in.operands[1 + k].type)) + " l" + std::to_string(k);
+    first = false;
+  }
+  s += ") {\n" + pro.body + "  return " + pro_result + ";\n}\n\n";
+  s += std::string(acc) + " kiln_prologue(uint pos) {\n";
+  if (any_strided(sp.in, 1)) s += coordinates(sp.in, "i");
+  std::string call = "  return kiln_prologue_compute(";
+  first = true;
+  for (std::size_t q = 1; q <= LI; ++q) {
+    if (sp.in.operands[q].same_as >= 0) continue;
+    const std::string l = "l" + std::to_string(q - 1);
+    s += "  " + std::string(compute_type_of(sp.in.operands[q].type)) + " " + l + " = " +
+         load(sp.in.operands[q], index_of(sp.in, q, "i")) + ";\n";
+    call += (first ? "" : ", ") + l;
+    first = false;
+  }
+  s += call + ");\n}\n\n";
+
+  // The epilogue: the output expression at output position pos, given the op's result.
+  s += std::string(epi_type) + " kiln_epilogue_compute(";
+  first = true;
+  for (std::size_t k = 0; k < LO; ++k) {
+    const auto& op = sp.out.operands[1 + k];
+    if (op.same_as >= 0) continue;
+    const std::string_view t = 1 + k == sp.value_operand ? result_type : compute_type_of(op.type);
+    s += std::string(first ? "" : ", ") + std::string(t) + " l" + std::to_string(k);
+    first = false;
+  }
+  s += ") {\n" + epi.body + "  return " + epi_result + ";\n}\n\n";
+  s += "void kiln_epilogue(KILN_RESULT value, uint pos) {\n";
+  if (any_strided(sp.out, 0)) s += coordinates(sp.out, "");
+  call = "  " + std::string(epi_type) + " r = kiln_epilogue_compute(";
+  first = true;
+  for (std::size_t q = 1; q <= LO; ++q) {
+    if (sp.out.operands[q].same_as >= 0) continue;
+    if (q == sp.value_operand) {
+      call += (first ? "value" : ", value");
+    } else {
+      const std::string l = "l" + std::to_string(q - 1);
+      s += "  " + std::string(compute_type_of(sp.out.operands[q].type)) + " " + l + " = " +
+           load(sp.out.operands[q], index_of(sp.out, q, "")) + ";\n";
+      call += (first ? "" : ", ") + l;
+    }
+    first = false;
+  }
+  s += call + ");\n";
+  s += "  kiln_b" + std::to_string(out_binding) + "[" + index_of(sp.out, 0, "") +
+       "] = " + glsl_store(sp.out.operands[0].type, epi_type, "r") + ";\n}\n\n";
+
+  // Op hooks.
+  if (red) {
+    s += std::string(acc) + " kiln_identity() { return " + substitute(red->identity, {}, acc, "a reducer's glsl_identity") + "; }\n";
+    s += std::string(acc) + " kiln_combine(" + std::string(acc) + " a, " + std::string(acc) + " b) { return " +
+         substitute(red->combine, {"a", "b"}, acc, "a reducer's glsl") + "; }\n";
+    s += "KILN_RESULT kiln_finalize(" + std::string(acc) + " v, float count) { return KILN_RESULT(" +
+         (red->finalize.empty() ? std::string("v") : substitute(red->finalize, {"v", "count"}, acc, "a reducer's glsl_finalize")) +
+         "); }\n";
+  }
+  const char* pname[2] = {"kiln_weight", "kiln_bias"};
+  for (std::size_t q = 0; q < sp.params.size() && q < 2; ++q) {
+    const std::string qs = std::to_string(q);
+    s += std::string("float ") + pname[q] + "(uint j) { return " +
+         load(sp.params[q], "uint(int(p.poff" + qs + ") + int(j) * p.pst" + qs + ")") + "; }\n";
+  }
+  s += "\n";
+  for (std::string_view t : templates) s += t;
+  return structural_source{std::move(s), std::move(readable), sp, {}};
+}
+
+/// What a structural op is on Vulkan: its KILN_OP and flags (one specialisation per op
+/// family; a missing one names the fix).
+template <class Op>
+struct vk_structural_op {
+  static_assert(unhandled_kind<Op>,
+                "kiln: this structural op has no vulkan implementation (specialise kiln::detail::vk::vk_structural_op "
+                "in include/kiln/vulkan/codegen/structural.hpp, with a kernel under kernels/)");
+};
+template <class R>
+struct vk_structural_op<reduce_op<R>> {
+  static constexpr structural_op op = structural_op::reducer;
+  static constexpr bool log = false, largest = false;
+  static reducer_text text(bool acc_float) {
+    reducer_text t;
+    t.identity = R::glsl_identity;
+    t.combine = R::glsl;
+    if constexpr (requires { R::glsl_identity_int; }) if (!acc_float) t.identity = R::glsl_identity_int;
+    if constexpr (requires { R::glsl_int; }) if (!acc_float) t.combine = R::glsl_int;
+    if constexpr (requires { R::glsl_finalize; }) t.finalize = R::glsl_finalize;
+    t.functions = glsl_functions_of<R>();
+    return t;
+  }
+};
+template <bool Largest>
+struct vk_structural_op<arg_extreme_op<Largest>> {
+  static constexpr structural_op op = structural_op::arg_extreme;
+  static constexpr bool log = false, largest = Largest;
+};
+template <bool Log>
+struct vk_structural_op<softmax_op<Log>> {
+  static constexpr structural_op op = structural_op::softmax;
+  static constexpr bool log = Log, largest = false;
+};
+template <bool Root>
+struct vk_structural_op<norm_op<Root>> {
+  static constexpr structural_op op = Root ? structural_op::rms_norm : structural_op::layer_norm;
+  static constexpr bool log = false, largest = false;
+};
+
+/// The one structural node of a planned tree (expr/plan.hpp).
+template <class N>
+const auto& find_structural_node(const N& n);
+template <class Tuple, std::size_t I0, std::size_t... I>
+const auto& find_structural_in(const Tuple& args, std::index_sequence<I0, I...>) {
+  if constexpr (contains_structural_v<std::tuple_element_t<I0, Tuple>>) return find_structural_node(std::get<I0>(args));
+  else return find_structural_in(args, std::index_sequence<I...>{});
+}
+template <class N>
+const auto& find_structural_node(const N& n) {
+  constexpr node_kind k = kind_of_v<N>;
+  if constexpr (k == node_kind::structural) return n;
+  else if constexpr (k == node_kind::cast) return find_structural_node(n.arg);
+  else if constexpr (k == node_kind::op) {
+    return find_structural_in(n.args, std::make_index_sequence<std::tuple_size_v<decltype(n.args)>>{});
+  } else {
+    static_assert(unhandled_kind<N>, "kiln: find_structural_node needs a tree holding a structural node");
+  }
+}
+
+/// What the device allows a structural kernel (0: none / no limit, as for codegen tests).
+struct structural_options {
+  std::uint32_t max_workgroup = 256;  // invocations per workgroup (maxComputeWorkGroupInvocations, Size[0])
+  std::uint32_t subgroup_size = 0;    // nonzero: subgroup shuffles in compute, of this size
+  std::uint32_t shared_bytes = 0;     // shared memory per workgroup: row ops cache lines that fit
+  std::uint32_t max_push_bytes = 0;   // beyond: the parameters go to a storage buffer
+  index_t split_from = index_t(1) << 16;  // lines at least this long take the split pass
+};
+
+/// A statement's structural kernel: one source (phase 0), or the split pass's two, the
+/// parameters both take, and the workgroups each needs.
+struct structural_kernel {
+  const structural_source* first = nullptr;   // phase 0 or 1
+  const structural_source* second = nullptr;  // phase 2 (split pass), else null
+  std::vector<std::uint32_t> push;
+  std::uint64_t first_tasks = 0, second_tasks = 0;  // workgroups of each dispatch
+  std::uint64_t partials = 0;                 // the split pass's vec4 partials
+  bool empty = false;                         // no output element: nothing to dispatch
+};
+
+namespace structural_detail {
+
+inline std::uint32_t pow2_floor(std::uint64_t v) {
+  std::uint32_t p = 1;
+  while (std::uint64_t(p) * 2 <= v && p < (1u << 30)) p *= 2;
+  return p;
+}
+
+template <std::size_t L>
+access classify(const iteration_layout<L>& lay, std::size_t o) {
+  if (o > 0 && lay.constant(o)) return access::constant;
+  index_t expect = 1;
+  for (int d = lay.rank - 1; d >= 0; --d) {
+    if (lay.extent[d] != 1 && lay.stride[o][d] != expect) return access::strided;
+    expect *= lay.extent[d];
+  }
+  return access::linear;
+}
+
+/// Operand facts gathered from the tree, for binding and view sharing.
+struct operand_fact {
+  dtype type = dtype::f32;
+  const void* storage = nullptr;  // null: the op's result (no buffer)
+  index_t offset = 0;
+  strides view;
+};
+
+/// Bindings by storage, over every operand of both functions.
+struct binder {
+  std::vector<const void*> storages;
+  std::uint32_t operator()(const void* st) {
+    for (std::size_t b = 0; b < storages.size(); ++b)
+      if (storages[b] == st) return static_cast<std::uint32_t>(b);
+    storages.push_back(st);
+    return static_cast<std::uint32_t>(storages.size() - 1);
+  }
+};
+
+template <std::size_t L>
+void fill_plan(kernel_plan& kp, const iteration_layout<L>& lay, const operand_fact* facts, binder& bind, bool has_output) {
+  kp.rank = lay.rank;
+  kp.operands.resize(L + 1);
+  for (std::size_t o = 0; o <= L; ++o) {
+    auto& op = kp.operands[o];
+    if (o == 0 && !has_output) continue;  // the prologue's operand 0: positions only
+    op.type = facts[o].type;
+    op.how = classify(lay, o);
+    if (!facts[o].storage) {  // the op's result: contiguous in the walk order
+      op.how = access::linear;
+      continue;
+    }
+    op.binding = bind(facts[o].storage);
+    if (o == 0) continue;
+    for (std::size_t q = 1; q < o; ++q) {
+      const auto& a = facts[q];
+      if (kp.operands[q].same_as < 0 && a.storage == facts[o].storage && a.type == facts[o].type &&
+          a.offset == facts[o].offset && a.view == facts[o].view) {
+        op.same_as = static_cast<int>(q - 1);
+        break;
+      }
+    }
+  }
+}
+
+inline void word(std::vector<std::uint32_t>& w, index_t v, const char* what) {
+  if (v < INT32_MIN || v > index_t(UINT32_MAX)) {
+    throw shape_error(std::string("kiln::vulkan: ") + what + " " + std::to_string(v) +
+                      " does not fit the 32-bit indexing of structural kernels");
+  }
+  w.push_back(static_cast<std::uint32_t>(v));
+}
+
+template <std::size_t L>
+void layout_words(std::vector<std::uint32_t>& w, const iteration_layout<L>& lay, const kernel_plan& kp, std::size_t from) {
+  bool strided = false;
+  for (std::size_t o = from; o <= L; ++o) strided = strided || kp.operands[o].how == access::strided;
+  if (!strided) return;
+  for (int d = 0; d < lay.rank; ++d) word(w, lay.extent[d], "extent");
+  for (std::size_t o = from; o <= L; ++o) {
+    if (kp.operands[o].how != access::strided) continue;
+    for (int d = 0; d < lay.rank; ++d) {
+      if (lay.stride[o][d] < INT32_MIN || lay.stride[o][d] > INT32_MAX) word(w, index_t(UINT32_MAX) + 1, "stride");
+      w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(lay.stride[o][d])));
+    }
+  }
+}
+
+template <class Sc>
+void scalar_word(std::vector<std::uint32_t>& w, const Sc& sc) {
+  using C = std::remove_cvref_t<decltype(sc.value)>;
+  if constexpr (std::is_same_v<C, float>) w.push_back(std::bit_cast<std::uint32_t>(sc.value));
+  else w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(sc.value)));
+}
+
+}  // namespace structural_detail
+
+/// The source of the structural kernel of `out = n` under plan, once per process for each
+/// (T, N, plan) (as cached_source). Throws kiln::shader_error for a malformed GLSL body.
+template <class T, class N, class S>
+const structural_source& cached_structural_source(const N& n, const S& s, const structural_plan& plan,
+                                                  std::string_view ops_glsl, std::string_view mode_glsl) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::unique_ptr<const structural_source>> sources;
+  using Op = typename S::op_type;
+  using V = vk_structural_op<Op>;
+  std::string key = structural_plan_key(plan);
+  std::lock_guard lock(mutex);
+  if (auto it = sources.find(key); it != sources.end()) return *it->second;
+  emitter pro(plan.in), epi(plan.out);
+  pro.scalar_prefix = "t";
+  std::string in_readable, readable;
+  const std::string pro_result = pro.emit(s.arg, in_readable);
+  epi.structural_readable = std::string(Op::name) + "(" + in_readable;
+  for (std::size_t q = 0; q < std::tuple_size_v<decltype(s.params)>; ++q) epi.structural_readable += ", w" + std::to_string(q);
+  epi.structural_readable += ")";
+  const std::string epi_result = epi.emit(n, readable);
+  reducer_text red;
+  if constexpr (V::op == structural_op::reducer) red = V::text(plan.acc_float);
+  auto src = std::make_unique<structural_source>(assemble_structural(
+      plan, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(),
+      glsl_compute_type<typename S::value_type>(), V::op == structural_op::reducer ? &red : nullptr, std::move(readable),
+      {ops_glsl, mode_glsl}));
+  char name[48];
+  std::snprintf(name, sizeof name, "%.24s_%016llx", std::string(Op::name).c_str(),
+                static_cast<unsigned long long>(fnv1a(src->glsl)));
+  src->name = name;
+  return *sources.emplace(std::move(key), std::move(src)).first->second;
+}
+
+/// Plans and generates the structural kernel of `out = n` (a planned tree: one structural
+/// node, whose shape is out's; shapes and aliasing checked by assign). ops_glsl, rows_glsl
+/// and columns_glsl: kernels/reduce/{ops,rows,columns}.comp. Throws kiln::shape_error where
+/// positions or offsets pass the kernels' 32-bit indexing.
+template <class T, class B, class N>
+structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, const structural_options& opt,
+                                         std::string_view ops_glsl, std::string_view rows_glsl,
+                                         std::string_view columns_glsl) {
+  using namespace structural_detail;
+  const auto& s = find_structural_node(n);
+  using S = std::remove_cvref_t<decltype(s)>;
+  using V = vk_structural_op<typename S::op_type>;
+  constexpr std::size_t LI = leaf_count_v<decltype(s.arg)>, LO = leaf_count_v<N>;
+  constexpr bool row_op = S::family == structural_family::row;
+
+  structural_kernel kn;
+  axis_split sp = s.split();
+  dim_order perm;
+  // Row ops along another axis than the last walk it innermost: rows again. So do
+  // reductions over a long axis before the last: one invocation per output would loop
+  // past the 65535 iterations llvmpipe / lavapipe allow a shader loop (column mode walks
+  // axes up to column_extent_max only). Reduce outputs keep their row-major positions
+  // (o * inner + j), which is the order of rows in the axis-last walk.
+  constexpr index_t column_extent_max = 16384;
+  bool axis_last = false;
+  if constexpr (row_op) axis_last = sp.inner > 1;
+  else axis_last = sp.inner > 1 && !s.all && sp.extent > column_extent_max;
+  if (axis_last) {
+    perm = dim_order::axis_last(s.input_shape.rank(), s.axis);
+    sp = {sp.outer * sp.inner, sp.extent, 1};
+  }
+  const index_t outputs = row_op ? sp.outer * sp.extent : sp.outer * sp.inner;
+  if (outputs == 0) {
+    kn.empty = true;
+    return kn;
+  }
+  const index_t inputs = sp.outer * sp.extent * sp.inner;
+  if (inputs > index_t(UINT32_MAX) || outputs > index_t(UINT32_MAX)) {
+    throw shape_error("kiln::" + std::string(S::op_type::name) + " on vulkan: " + s.arg.describe() +
+                      " has more than 2^32 - 1 elements, past the 32-bit indexing of its kernels; split the tensor");
+  }
+  const auto in_lay = make_input_layout(s.input_shape, s.arg, perm);
+  const auto out_lay = row_op ? make_layout(out, n, perm) : make_layout(out, n);
+
+  // operands, both functions; bindings shared by storage
+  operand_fact fin[LI + 1], fout[LO + 1];
+  fout[0] = {dtype_traits<T>::value, out.storage().get(), out.offset(), out.strides()};
+  std::size_t k = 1, value_operand = 0;
+  for_each_leaf(n, [&](const auto& op) {
+    using Op = std::remove_cvref_t<decltype(op)>;
+    if constexpr (is_tensor<Op>::value) {
+      fout[k] = {dtype_traits<typename Op::value_type>::value, op.storage().get(), op.offset(),
+                 broadcast_strides(op, out.shape())};
+    } else {
+      fout[k] = {dtype_traits<typename Op::value_type>::value, nullptr, 0, {}};
+      value_operand = k;
+    }
+    ++k;
+  });
+  k = 1;
+  for_each_leaf(s.arg, [&](const auto& t) {
+    using U = typename std::remove_cvref_t<decltype(t)>::value_type;
+    fin[k++] = {dtype_traits<U>::value, t.storage().get(), t.offset(), broadcast_strides(t, s.input_shape)};
+  });
+
+  structural_plan plan;
+  plan.op = V::op;
+  plan.row_op = row_op;
+  plan.log = V::log;
+  plan.largest = V::largest;
+  plan.acc_float = is_floating_v<typename S::input_type>;
+  plan.value_operand = value_operand;
+  binder bind;
+  fill_plan<LO>(plan.out, out_lay, fout, bind, true);
+  fill_plan<LI>(plan.in, in_lay, fin, bind, false);
+  std::apply(
+      [&](const auto&... q) {
+        ((plan.params.push_back(operand_plan{dtype_traits<typename std::remove_cvref_t<decltype(q.t)>::value_type>::value,
+                                             bind(q.t.storage().get()), access::strided, -1})),
+         ...);
+      },
+      s.params);
+  plan.bindings = static_cast<std::uint32_t>(bind.storages.size());
+
+  // variant
+  const index_t R = sp.extent;
+  const std::uint32_t max_wg = pow2_floor(std::max<std::uint32_t>(std::min<std::uint32_t>(opt.max_workgroup, 256), 1));
+  plan.mode = !row_op && sp.inner > 1 ? structural_mode::columns : structural_mode::rows;
+  index_t chunk = std::max<index_t>(R, 1), chunks = 1;
+  if (plan.mode == structural_mode::columns) {
+    plan.wg = std::min<std::uint32_t>(max_wg, 64);
+  } else {
+    plan.wg = std::min<std::uint32_t>(max_wg, R >= 2048 ? 256 : 64);
+    const std::uint32_t sg = opt.subgroup_size;
+    plan.subgroup = sg > 1 && (sg & (sg - 1)) == 0 && plan.wg % sg == 0;
+    if (R >= opt.split_from && opt.split_from > 0) {
+      const index_t wg = plan.wg;
+      chunk = std::max<index_t>(std::max<index_t>(opt.split_from / 4, wg), (R + 1023) / 1024);
+      chunk = (chunk + wg - 1) / wg * wg;
+      chunks = (R + chunk - 1) / chunk;
+    }
+    if (row_op && chunks == 1 && opt.shared_bytes > plan.wg * 16 + 1024) {
+      const std::uint32_t cap = pow2_floor(std::min<std::uint64_t>(8192, (opt.shared_bytes - plan.wg * 16 - 1024) / 4));
+      if (R <= cap) plan.cache = cap;
+    }
+  }
+  if (sp.outer * chunks > index_t(UINT32_MAX)) {
+    throw shape_error("kiln::" + std::string(S::op_type::name) + " on vulkan: " + s.arg.describe() +
+                      " needs more workgroups than 32-bit task numbers name; split the tensor");
+  }
+
+  // parameters (structural_param_block's order)
+  std::vector<std::uint32_t>& w = kn.push;
+  word(w, sp.outer, "row count");
+  word(w, R, "extent");
+  word(w, sp.inner, "inner extent");
+  word(w, chunk, "chunk");
+  word(w, chunks, "chunk count");
+  w.push_back(std::bit_cast<std::uint32_t>(s.eps));
+  for (std::size_t o = 1; o <= LI; ++o) word(w, fin[o].offset, "element offset");
+  layout_words<LI>(w, in_lay, plan.in, 1);
+  std::apply(
+      [&](const auto&... q) {
+        ((word(w, q.t.offset(), "element offset"),
+          w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(q.t.strides()[0])))),
+         ...);
+      },
+      s.params);
+  for (std::size_t o = 0; o <= LO; ++o) word(w, fout[o].offset, "element offset");
+  layout_words<LO>(w, out_lay, plan.out, 0);
+  std::size_t scalars = 0;
+  for_each_scalar(n, [&](const auto& sc) { scalar_word(w, sc), ++scalars; });
+  for_each_scalar(s.arg, [&](const auto& sc) { scalar_word(w, sc), ++scalars; });
+  plan.params_buffer = opt.max_push_bytes && w.size() * 4 > opt.max_push_bytes;
+  KILN_ASSERT(w.size() == structural_param_words(plan, scalars));
+
+  const std::string_view mode_glsl = plan.mode == structural_mode::rows ? rows_glsl : columns_glsl;
+  if (plan.mode == structural_mode::columns) {
+    kn.first = &cached_structural_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    kn.first_tasks = (static_cast<std::uint64_t>(outputs) + plan.wg - 1) / plan.wg;
+  } else if (chunks == 1) {
+    kn.first = &cached_structural_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    kn.first_tasks = static_cast<std::uint64_t>(sp.outer);
+  } else {
+    plan.phase = 1;
+    kn.first = &cached_structural_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    plan.phase = 2;
+    kn.second = &cached_structural_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    kn.first_tasks = static_cast<std::uint64_t>(sp.outer * chunks);
+    kn.second_tasks = row_op ? kn.first_tasks : static_cast<std::uint64_t>(sp.outer);
+    kn.partials = kn.first_tasks;
+  }
+  return kn;
+}
+
+}  // namespace kiln::detail::vk

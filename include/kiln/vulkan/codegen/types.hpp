@@ -1,0 +1,95 @@
+// kiln/vulkan/codegen/types.hpp — GLSL spellings of kiln's dtypes (storage types, compute
+// types, loads and stores with their conversions) and the helper snippets generated
+// kernels declare when they need them (bf16 rounding, the wide variant's bit casts,
+// texel reads, saturating float -> int).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "kiln/core/dtype.hpp"
+
+namespace kiln::detail::vk {
+
+inline std::string_view glsl_storage_type(dtype t) {
+  switch (t) {
+    case dtype::f32: return "float";
+    case dtype::f16: return "float16_t";
+    case dtype::bf16: return "uint16_t";
+    case dtype::i8: return "int8_t";
+    case dtype::i32: return "int";
+    case dtype::u8: return "uint8_t";
+    case dtype::mask: break;
+  }
+  return "uint8_t";
+}
+
+/// GLSL type a stored dtype computes in.
+constexpr std::string_view compute_type_of(dtype t) {
+  return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16 ? "float" : "int";
+}
+
+template <class T>
+constexpr std::string_view glsl_compute_type() {
+  if constexpr (std::is_same_v<T, bool>) return "bool";
+  else if constexpr (is_floating_v<T>) return "float";
+  else return "int";
+}
+
+/// GLSL expression converting a stored value (text `x`) of dtype t to its compute type.
+inline std::string glsl_load(dtype t, const std::string& x) {
+  switch (t) {
+    case dtype::f32:
+    case dtype::i32: return x;
+    case dtype::f16: return "float(" + x + ")";
+    case dtype::bf16: return "uintBitsToFloat(uint(" + x + ") << 16)";
+    case dtype::i8:
+    case dtype::u8: return "int(" + x + ")";
+    case dtype::mask: break;
+  }
+  return x;
+}
+
+/// GLSL expression converting compute value `v` (of GLSL type `from`) to dtype t's storage.
+inline std::string glsl_store(dtype t, std::string_view from, const std::string& v) {
+  const std::string x = from == "bool" ? "(" + v + " ? 1 : 0)" : v;
+  switch (t) {
+    case dtype::f32:
+    case dtype::i32: return x;
+    case dtype::f16: return "float16_t(" + x + ")";
+    case dtype::bf16: return "uint16_t(kiln_to_bf16(" + x + "))";
+    case dtype::i8: return "int8_t(" + x + ")";
+    case dtype::u8: return "uint8_t(" + x + ")";
+    case dtype::mask: break;
+  }
+  return x;
+}
+
+inline constexpr std::string_view bf16_glsl = R"(uint kiln_to_bf16(float v) {
+  uint x = floatBitsToUint(v);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;
+  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+}
+)";
+
+/// The wide variant's bit casts: a u64vec2 (from a u64vec4 load) <-> four 32-bit lanes.
+inline constexpr std::string_view wide_glsl = R"(vec4 kiln_f32x4(u64vec2 w) { return uintBitsToFloat(uvec4(unpackUint2x32(w.x), unpackUint2x32(w.y))); }
+ivec4 kiln_i32x4(u64vec2 w) { return ivec4(uvec4(unpackUint2x32(w.x), unpackUint2x32(w.y))); }
+u64vec2 kiln_pack_f32x4(vec4 v) { uvec4 u = floatBitsToUint(v); return u64vec2(packUint2x32(u.xy), packUint2x32(u.zw)); }
+u64vec2 kiln_pack_i32x4(ivec4 v) { uvec4 u = uvec4(v); return u64vec2(packUint2x32(u.xy), packUint2x32(u.zw)); }
+)";
+
+/// Texel reads: element e of a texel-read binding (four 32-bit elements a texel).
+inline constexpr std::string_view texel_glsl = R"(uint kiln_texel(usamplerBuffer t, uint e) { return texelFetch(t, int(e >> 2u))[e & 3u]; }
+)";
+
+/// Saturating float -> integer (truncate toward zero; NaN -> 0), as detail::convert_value.
+inline constexpr std::string_view f2i_glsl = R"(int kiln_f2i(float v, float lo, float hi) {
+  if (isnan(v)) return 0;
+  if (hi > 2147483000.0 && v >= 2147483648.0) return 2147483647;  // int32: its max is not a float
+  return int(clamp(v, lo, hi));
+}
+)";
+
+}  // namespace kiln::detail::vk

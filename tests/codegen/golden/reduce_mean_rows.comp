@@ -1,0 +1,325 @@
+#version 450
+// kiln generated kernel: sqrt(add(mean(square(sub(a, b))), s0))
+// rows, phase 0, 64 invocations, subgroup shuffles
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#define KILN_OP 1
+#define KILN_ROW_OP 0
+#define KILN_LOG 0
+#define KILN_LARGEST 0
+#define KILN_PHASE 0
+#define KILN_WG 64u
+#define KILN_CACHE 0
+#define KILN_SUBGROUP 1
+#define KILN_ACC float
+#define KILN_ACC_FLOAT 1
+#define KILN_RESULT float
+#define KILN_WEIGHT 0
+#define KILN_BIAS 0
+
+layout(std430, set = 0, binding = 0) writeonly buffer kiln_buf0 { float kiln_b0[]; };
+layout(std430, set = 0, binding = 1) readonly buffer kiln_buf1 { float kiln_b1[]; };
+layout(std430, set = 0, binding = 2) readonly buffer kiln_buf2 { float kiln_b2[]; };
+
+layout(push_constant) uniform kiln_params {
+  uint rows;
+  uint extent;
+  uint inner;
+  uint chunk;
+  uint chunks;
+  float eps;
+  uint ioff1;
+  uint ioff2;
+  uint off0;
+  uint off1;
+  float s0;
+} p;
+
+float kiln_prologue_compute(float l0, float l1) {
+  float v0 = (l0 - l1);
+  float v1 = (v0 * v0);
+  return v1;
+}
+
+float kiln_prologue(uint pos) {
+  float l0 = kiln_b1[p.ioff1 + pos];
+  float l1 = kiln_b2[p.ioff2 + pos];
+  return kiln_prologue_compute(l0, l1);
+}
+
+float kiln_epilogue_compute(float l0) {
+  float v0 = (l0 + p.s0);
+  float v1 = sqrt(v0);
+  return v1;
+}
+
+void kiln_epilogue(KILN_RESULT value, uint pos) {
+  float r = kiln_epilogue_compute(value);
+  kiln_b0[p.off0 + pos] = r;
+}
+
+float kiln_identity() { return float(0); }
+float kiln_combine(float a, float b) { return (a + b); }
+KILN_RESULT kiln_finalize(float v, float count) { return KILN_RESULT((v / count)); }
+
+// kernels/reduce/ops.comp — the running statistics of each structural op of the reduce
+// and row families (a fragment: the host prepends the generated part, see below, and
+// appends rows.comp or columns.comp).
+// Generated before it (codegen/structural.hpp): #version, KILN_* defines, the buffers,
+// the parameter block `p` (rows, extent, inner, chunk, chunks, eps, then the operands'
+// offsets, extents and strides and the scalars), and the hooks
+//   KILN_ACC kiln_prologue(uint pos)                  input expression at input position pos
+//   void kiln_epilogue(KILN_RESULT value, uint pos)   output expression at output position pos
+//   reducers: KILN_ACC kiln_identity(), kiln_combine(a, b), KILN_RESULT kiln_finalize(v, float count)
+//   norms: float kiln_weight(uint j), float kiln_bias(uint j) (KILN_WEIGHT / KILN_BIAS)
+// Each op defines kiln_stats and
+//   stats_empty(), stats_add(inout s, x, i) (i: position along the axis, increasing per
+//   invocation), stats_merge(a, b) (associative; argmax breaks ties by index, so merge
+//   order does not matter), stats_pack / stats_unpack (vec4, the split pass's partials),
+//   stats_shuffle_xor(s, mask) (subgroup butterflies), and either
+//   stats_result(s, count) (reduce family) or stats_finish(s, count) + stats_apply(s, x, j)
+//   (row family). KILN_OP: 1 reducer, 2 argmax/argmin (KILN_LARGEST), 3 softmax
+//   (KILN_LOG: log_softmax), 4 layer_norm, 5 rms_norm.
+
+#if KILN_OP == 1
+struct kiln_stats { KILN_ACC v; };
+kiln_stats stats_empty() { return kiln_stats(kiln_identity()); }
+void stats_add(inout kiln_stats s, KILN_ACC x, uint i) { s.v = kiln_combine(s.v, x); }
+kiln_stats stats_merge(kiln_stats a, kiln_stats b) { return kiln_stats(kiln_combine(a.v, b.v)); }
+#if KILN_ACC_FLOAT
+vec4 stats_pack(kiln_stats s) { return vec4(s.v, 0.0, 0.0, 0.0); }
+kiln_stats stats_unpack(vec4 v) { return kiln_stats(v.x); }
+#else
+vec4 stats_pack(kiln_stats s) { return vec4(intBitsToFloat(s.v), 0.0, 0.0, 0.0); }
+kiln_stats stats_unpack(vec4 v) { return kiln_stats(floatBitsToInt(v.x)); }
+#endif
+#if KILN_SUBGROUP
+kiln_stats stats_shuffle_xor(kiln_stats s, uint m) { return kiln_stats(subgroupShuffleXor(s.v, m)); }
+#endif
+KILN_RESULT stats_result(kiln_stats s, float count) { return kiln_finalize(s.v, count); }
+
+#elif KILN_OP == 2
+// The extreme value and its index (-1: none yet). A NaN is the extreme; first index on ties.
+struct kiln_stats { KILN_ACC v; int i; };
+kiln_stats stats_empty() { return kiln_stats(KILN_ACC(0), -1); }
+bool stats_better(KILN_ACC x, KILN_ACC best) {
+#if KILN_ACC_FLOAT
+  if (isnan(best)) return false;
+  if (isnan(x)) return true;
+#endif
+#if KILN_LARGEST
+  return x > best;
+#else
+  return x < best;
+#endif
+}
+void stats_add(inout kiln_stats s, KILN_ACC x, uint i) {
+  if (s.i < 0 || stats_better(x, s.v)) { s.v = x; s.i = int(i); }
+}
+kiln_stats stats_merge(kiln_stats a, kiln_stats b) {
+  if (a.i < 0) return b;
+  if (b.i < 0) return a;
+  if (stats_better(b.v, a.v)) return b;
+  if (stats_better(a.v, b.v)) return a;
+  return b.i < a.i ? b : a;  // equal, or both NaN: the first
+}
+#if KILN_ACC_FLOAT
+vec4 stats_pack(kiln_stats s) { return vec4(s.v, intBitsToFloat(s.i), 0.0, 0.0); }
+kiln_stats stats_unpack(vec4 v) { return kiln_stats(v.x, floatBitsToInt(v.y)); }
+#else
+vec4 stats_pack(kiln_stats s) { return vec4(intBitsToFloat(s.v), intBitsToFloat(s.i), 0.0, 0.0); }
+kiln_stats stats_unpack(vec4 v) { return kiln_stats(floatBitsToInt(v.x), floatBitsToInt(v.y)); }
+#endif
+#if KILN_SUBGROUP
+kiln_stats stats_shuffle_xor(kiln_stats s, uint m) { return kiln_stats(subgroupShuffleXor(s.v, m), subgroupShuffleXor(s.i, m)); }
+#endif
+KILN_RESULT stats_result(kiln_stats s, float count) { return s.i; }
+
+#elif KILN_OP == 3
+// Online softmax: the running max m and the sum s of exp(x - m). m is never NaN (a NaN
+// fails every comparison and goes into s instead); -inf entries add nothing, and a line
+// whose max is +inf or -inf gets s = NaN at the end (inf - inf, 0 / 0), as PyTorch.
+struct kiln_stats { float m; float s; };
+kiln_stats stats_empty() { return kiln_stats(uintBitsToFloat(0xff800000u), 0.0); }
+void stats_add(inout kiln_stats st, float x, uint i) {
+  if (x > st.m) {
+    st.s = st.s * exp(st.m - x) + 1.0;
+    st.m = x;
+  } else if (!(isinf(x) && x < 0.0)) {
+    st.s += exp(x - st.m);
+  }
+}
+float stats_scale(float q, float m) { return q == m ? 1.0 : exp(q - m); }
+kiln_stats stats_merge(kiln_stats a, kiln_stats b) {
+  float m = max(a.m, b.m);
+  return kiln_stats(m, a.s * stats_scale(a.m, m) + b.s * stats_scale(b.m, m));
+}
+vec4 stats_pack(kiln_stats s) { return vec4(s.m, s.s, 0.0, 0.0); }
+kiln_stats stats_unpack(vec4 v) { return kiln_stats(v.x, v.y); }
+#if KILN_SUBGROUP
+kiln_stats stats_shuffle_xor(kiln_stats s, uint m) { return kiln_stats(subgroupShuffleXor(s.m, m), subgroupShuffleXor(s.s, m)); }
+#endif
+void stats_finish(inout kiln_stats st, float count) {
+  if (isinf(st.m)) st.s = uintBitsToFloat(0x7fc00000u);
+#if KILN_LOG
+  st.s = log(st.s);
+#else
+  st.s = 1.0 / st.s;
+#endif
+}
+float stats_apply(kiln_stats st, float x, uint j) {
+#if KILN_LOG
+  return (x - st.m) - st.s;
+#else
+  return exp(x - st.m) * st.s;
+#endif
+}
+
+#else  // KILN_OP == 4 (layer_norm), 5 (rms_norm)
+// Sums of the line shifted by its first element k (layer_norm): x - k is exact for data
+// near k (Sterbenz) and of the spread's size, so a line around 1e4 with a spread of 0.1
+// keeps its digits in the variance, and the output (x - k - mean of (x - k)) never rounds
+// the mean to a float near 1e4. rms_norm: the plain sum of squares (k = 0).
+// After stats_finish: s1 = the mean of x - k, s2 = 1 / sqrt(var + eps).
+struct kiln_stats { float k; float n; float s1; float s2; };
+kiln_stats stats_empty() { return kiln_stats(0.0, 0.0, 0.0, 0.0); }
+void stats_add(inout kiln_stats st, float x, uint i) {
+  float d = x - st.k;
+  st.n += 1.0;
+  st.s1 += d;
+  st.s2 += d * d;
+}
+kiln_stats stats_merge(kiln_stats a, kiln_stats b) { return kiln_stats(a.k, a.n + b.n, a.s1 + b.s1, a.s2 + b.s2); }
+vec4 stats_pack(kiln_stats s) { return vec4(s.k, s.n, s.s1, s.s2); }
+kiln_stats stats_unpack(vec4 v) { return kiln_stats(v.x, v.y, v.z, v.w); }
+#if KILN_SUBGROUP
+kiln_stats stats_shuffle_xor(kiln_stats s, uint m) {
+  return kiln_stats(s.k, subgroupShuffleXor(s.n, m), subgroupShuffleXor(s.s1, m), subgroupShuffleXor(s.s2, m));
+}
+#endif
+void stats_finish(inout kiln_stats st, float count) {
+#if KILN_OP == 4
+  float dm = st.s1 / count;
+  float var = st.s2 / count - dm * dm;  // biased, as PyTorch's layer_norm
+  if (var < 0.0) var = 0.0;            // rounding; a NaN stays NaN
+  st.s1 = dm;
+#else
+  float var = st.s2 / count;
+  st.s1 = 0.0;
+#endif
+  st.s2 = 1.0 / sqrt(var + p.eps);
+}
+float stats_apply(kiln_stats st, float x, uint j) {
+  float y = ((x - st.k) - st.s1) * st.s2;
+#if KILN_WEIGHT
+  y *= kiln_weight(j);
+#endif
+#if KILN_BIAS
+  y += kiln_bias(j);
+#endif
+  return y;
+}
+#endif
+// kernels/reduce/rows.comp — row mode of the reduce and row families (a fragment after
+// ops.comp): each line along the axis (a row: inner == 1, or a row op walked with its
+// axis innermost) is split into p.chunks chunks of p.chunk positions; one workgroup per
+// (row, chunk) task, numbered gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x
+// (tasks past the last are skipped: the grid may be 2-D beyond maxComputeWorkGroupCount[0]).
+// Workgroup: local_size_x = KILN_WG (a power of two, a multiple of the subgroup size).
+// Positions: input position of row r, element i = r * p.extent + i (the input layout's
+// walk order); output position: r (reduce family) or r * p.extent + i (row family).
+// Invocations stride through a chunk (neighbouring invocations, neighbouring elements),
+// combine their statistics through subgroup shuffles (KILN_SUBGROUP) and shared memory,
+// or a shared-memory tree.
+// KILN_PHASE 0: one dispatch (p.chunks == 1); row ops cache the line in shared memory when
+//   KILN_CACHE > 0 (the host picks it only for lines of at most KILN_CACHE), so the input
+//   expression is read once, else twice.
+// KILN_PHASE 1: the split pass's first dispatch: each task's statistics to kiln_partial[task].
+// KILN_PHASE 2: the second: a task merges its row's p.chunks partials, then writes its
+//   chunk (row ops; rows * chunks tasks) or the row's result (reduce family; rows tasks).
+layout(local_size_x = KILN_WG) in;
+
+shared kiln_stats kiln_red[KILN_WG];
+#if KILN_CACHE > 0
+shared KILN_ACC kiln_cache[KILN_CACHE];
+#endif
+
+// Every invocation's s merged; all invocations get the result (uniform control flow).
+kiln_stats kiln_workgroup_merge(kiln_stats s) {
+  uint lid = gl_LocalInvocationIndex;
+#if KILN_SUBGROUP
+  for (uint m = gl_SubgroupSize >> 1; m > 0u; m >>= 1) s = stats_merge(s, stats_shuffle_xor(s, m));
+  if (subgroupElect()) kiln_red[gl_SubgroupID] = s;
+  barrier();
+  if (lid == 0u) {
+    kiln_stats t = kiln_red[0];
+    for (uint k = 1u; k < gl_NumSubgroups; ++k) t = stats_merge(t, kiln_red[k]);
+    kiln_red[0] = t;
+  }
+  barrier();
+#else
+  kiln_red[lid] = s;
+  barrier();
+  for (uint w = KILN_WG / 2; w > 0u; w >>= 1) {
+    if (lid < w) kiln_red[lid] = stats_merge(kiln_red[lid], kiln_red[lid + w]);
+    barrier();
+  }
+#endif
+  kiln_stats r = kiln_red[0];
+  barrier();  // kiln_red is reused
+  return r;
+}
+
+// A line's empty statistics (layer_norm shifts by the line's first element).
+kiln_stats kiln_stats_begin(uint base) {
+  kiln_stats s = stats_empty();
+#if KILN_OP == 4
+  if (p.extent > 0u) s.k = kiln_prologue(base);
+#endif
+  return s;
+}
+
+void main() {
+  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+#if KILN_PHASE == 2 && !KILN_ROW_OP
+  uint row = task, c = 0u;
+#else
+  uint row = task / p.chunks, c = task % p.chunks;
+#endif
+  if (row >= p.rows) return;  // whole workgroups: uniform
+  uint lid = gl_LocalInvocationIndex;
+  uint base = row * p.extent;
+  uint b = c * p.chunk, e = min(p.extent, b + p.chunk);
+
+#if KILN_PHASE == 2
+  kiln_stats s = kiln_stats_begin(base);
+  for (uint k = lid; k < p.chunks; k += KILN_WG) s = stats_merge(s, stats_unpack(kiln_partial[row * p.chunks + k]));
+  s = kiln_workgroup_merge(s);
+#else
+  kiln_stats s = kiln_stats_begin(base);
+  for (uint i = b + lid; i < e; i += KILN_WG) {
+    KILN_ACC x = kiln_prologue(base + i);
+#if KILN_CACHE > 0
+    kiln_cache[i - b] = x;
+#endif
+    stats_add(s, x, i);
+  }
+  s = kiln_workgroup_merge(s);
+#endif
+
+#if KILN_PHASE == 1
+  if (lid == 0u) kiln_partial[task] = stats_pack(s);
+#elif KILN_ROW_OP
+  stats_finish(s, float(p.extent));
+  for (uint i = b + lid; i < e; i += KILN_WG) {
+#if KILN_CACHE > 0
+    KILN_ACC x = kiln_cache[i - b];
+#else
+    KILN_ACC x = kiln_prologue(base + i);
+#endif
+    kiln_epilogue(stats_apply(s, x, i), base + i);
+  }
+#else
+  if (lid == 0u) kiln_epilogue(stats_result(s, float(p.extent)), row);
+#endif
+}
