@@ -44,29 +44,6 @@ struct cpu_structural_kernel {
 template <class In>
 using accum_t = std::conditional_t<is_floating_v<In>, float, std::int32_t>;
 
-template <class Tuple, std::size_t I0, std::size_t... I>
-const auto& find_in_args(const Tuple& args, std::index_sequence<I0, I...>);
-
-/// The one structural node of a planned tree.
-template <class N>
-const auto& find_structural(const N& n) {
-  constexpr node_kind k = kind_of_v<N>;
-  if constexpr (k == node_kind::structural) {
-    return n;
-  } else if constexpr (k == node_kind::cast) {
-    return find_structural(n.arg);
-  } else if constexpr (k == node_kind::op) {
-    return find_in_args(n.args, std::make_index_sequence<std::tuple_size_v<decltype(n.args)>>{});
-  } else {
-    static_assert(unhandled_kind<N>, "kiln: find_structural needs a tree holding a structural node");
-  }
-}
-template <class Tuple, std::size_t I0, std::size_t... I>
-const auto& find_in_args(const Tuple& args, std::index_sequence<I0, I...>) {
-  if constexpr (contains_structural_v<std::tuple_element_t<I0, Tuple>>) return find_structural(std::get<I0>(args));
-  else return find_in_args(args, std::index_sequence<I...>{});
-}
-
 namespace cpu_loop {
 
 /// A statement's prologue and epilogue as loads and stores of position runs (see top).

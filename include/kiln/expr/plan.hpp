@@ -95,30 +95,28 @@ auto plan_node(const N& n) {
   }
 }
 
-/// The shape of a planned tree's structural node (the tree holds exactly one).
+template <class Tuple, std::size_t I0, std::size_t... I>
+const auto& find_in_args(const Tuple& args, std::index_sequence<I0, I...>);
+
+/// The structural node of a planned tree (the first, depth first; a planned tree holds
+/// one). Backends find their kernel's node with it.
 template <class N>
-const shape& structural_shape(const N& n) {
+const auto& find_structural(const N& n) {
   constexpr node_kind k = kind_of_v<N>;
   if constexpr (k == node_kind::structural) {
-    return n.shape();
+    return n;
   } else if constexpr (k == node_kind::cast) {
-    return structural_shape(n.arg);
+    return find_structural(n.arg);
   } else if constexpr (k == node_kind::op) {
-    const shape* s = nullptr;
-    std::apply(
-        [&](const auto&... c) {
-          auto one = [&](const auto& ch) {
-            if constexpr (contains_structural_v<decltype(ch)>) {
-              if (!s) s = &structural_shape(ch);
-            }
-          };
-          (one(c), ...);
-        },
-        n.args);
-    return *s;
+    return find_in_args(n.args, std::make_index_sequence<std::tuple_size_v<decltype(n.args)>>{});
   } else {
-    static_assert(unhandled_kind<N>, "kiln: structural_shape needs a tree holding a structural node");
+    static_assert(unhandled_kind<N>, "kiln: find_structural needs a tree holding a structural node");
   }
+}
+template <class Tuple, std::size_t I0, std::size_t... I>
+const auto& find_in_args(const Tuple& args, std::index_sequence<I0, I...>) {
+  if constexpr (contains_structural_v<std::tuple_element_t<I0, Tuple>>) return find_structural(std::get<I0>(args));
+  else return find_in_args(args, std::index_sequence<I...>{});
 }
 
 /// Runs `out = n` (checked by assign) as planned: one kernel for n, after the kernels of
@@ -131,7 +129,7 @@ void evaluate_planned(const tensor<T, B>& out, const N& n) {
     backend_traits<B>::evaluate(out, n);
   } else {
     auto planned = plan_node<true>(n);
-    if (structural_shape(planned) == out.shape()) {
+    if (find_structural(planned).shape() == out.shape()) {
       backend_traits<B>::evaluate(out, planned);
     } else {
       backend_traits<B>::evaluate(out, plan_node<false>(planned));

@@ -36,6 +36,8 @@
 #include "kiln/detail/disk_cache.hpp"  // fnv1a
 #include "kiln/expr/glsl.hpp"
 #include "kiln/expr/layout.hpp"
+#include "kiln/expr/plan.hpp"
+#include "kiln/expr/plan.hpp"
 #include "kiln/expr/structural.hpp"
 #include "kiln/expr/traverse.hpp"
 #include "kiln/ops/norm/layer_norm.hpp"
@@ -438,25 +440,6 @@ struct vk_structural_op<norm_op<Root>> {
   static constexpr bool log = false, largest = false;
 };
 
-/// The one structural node of a planned tree (expr/plan.hpp).
-template <class N>
-const auto& find_structural_node(const N& n);
-template <class Tuple, std::size_t I0, std::size_t... I>
-const auto& find_structural_in(const Tuple& args, std::index_sequence<I0, I...>) {
-  if constexpr (contains_structural_v<std::tuple_element_t<I0, Tuple>>) return find_structural_node(std::get<I0>(args));
-  else return find_structural_in(args, std::index_sequence<I...>{});
-}
-template <class N>
-const auto& find_structural_node(const N& n) {
-  constexpr node_kind k = kind_of_v<N>;
-  if constexpr (k == node_kind::structural) return n;
-  else if constexpr (k == node_kind::cast) return find_structural_node(n.arg);
-  else if constexpr (k == node_kind::op) {
-    return find_structural_in(n.args, std::make_index_sequence<std::tuple_size_v<decltype(n.args)>>{});
-  } else {
-    static_assert(unhandled_kind<N>, "kiln: find_structural_node needs a tree holding a structural node");
-  }
-}
 
 /// What the device allows a structural kernel (0: none / no limit, as for codegen tests).
 struct structural_options {
@@ -616,7 +599,7 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
                                          std::string_view ops_glsl, std::string_view rows_glsl,
                                          std::string_view columns_glsl) {
   using namespace structural_detail;
-  const auto& s = find_structural_node(n);
+  const auto& s = find_structural(n);
   using S = std::remove_cvref_t<decltype(s)>;
   using V = vk_structural_op<typename S::op_type>;
   constexpr std::size_t LI = leaf_count_v<decltype(s.arg)>, LO = leaf_count_v<N>;

@@ -79,7 +79,7 @@ template <class T, class B, class N>
 void record_structural_kernel(const tensor<T, B>& out, const N& n) {
   context_state& ctx = *out.storage()->ctx;
   require_storage_width<T>(ctx);
-  const auto& s = find_structural_node(n);
+  const auto& s = find_structural(n);
   std::vector<const storage*> stores;  // in binding order: output, epilogue, prologue, params
   auto add = [&](const storage* st) {
     if (std::find(stores.begin(), stores.end(), st) == stores.end()) stores.push_back(st);
