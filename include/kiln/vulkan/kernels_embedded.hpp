@@ -510,6 +510,37 @@ void main() {
   uint base = row * p.extent;
   uint b = c * p.chunk, e = min(p.extent, b + p.chunk);
 
+#if KILN_PHASE == 0 && KILN_OP == 3 && KILN_CACHE > 0
+  // A cached softmax line: its max (a NaN counted as +inf: the line is NaN either way),
+  // then exp(x - max) once per element, kept in the cache for the output, with its sum:
+  // no divergent rescaling, one exp an element instead of the online form's two or three.
+  float mx = uintBitsToFloat(0xff800000u);
+  for (uint i = b + lid; i < e; i += KILN_WG) {
+    float x = kiln_prologue(base + i);
+    kiln_cache[i - b] = x;
+    mx = isnan(x) ? uintBitsToFloat(0x7f800000u) : max(mx, x);
+  }
+  mx = kiln_workgroup_merge(kiln_stats(mx, 0.0)).m;
+  float sum = 0.0;
+  for (uint i = b + lid; i < e; i += KILN_WG) {
+    float ex = exp(kiln_cache[i - b] - mx);
+#if !KILN_LOG
+    kiln_cache[i - b] = ex;
+#endif
+    sum += ex;
+  }
+  sum = kiln_workgroup_merge(kiln_stats(0.0, sum)).s;
+  if (isinf(mx)) sum = uintBitsToFloat(0x7fc00000u);  // +inf or NaN in the line, or all -inf
+#if KILN_LOG
+  float ls = log(sum);
+  for (uint i = b + lid; i < e; i += KILN_WG) kiln_epilogue((kiln_cache[i - b] - mx) - ls, base + i);
+#else
+  float inv = 1.0 / sum;
+  for (uint i = b + lid; i < e; i += KILN_WG) kiln_epilogue(kiln_cache[i - b] * inv, base + i);
+#endif
+  return;
+#endif
+
 #if KILN_PHASE == 2
   kiln_stats s = kiln_stats_begin(base);
   for (uint k = lid; k < p.chunks; k += KILN_WG) s = stats_merge(s, stats_unpack(kiln_partial[row * p.chunks + k]));
