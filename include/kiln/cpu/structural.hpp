@@ -61,6 +61,18 @@ struct structural_io {
   T* out = nullptr;
   bool in_contig = true, out_contig = true, stream = false;
 
+  /// The input at positions b.. as it lies in memory, when there is nothing to evaluate:
+  /// the input is one tensor of the accumulate type, walked contiguously. Else null
+  /// (then load() it). A reduction of a plain tensor then reads it in place.
+  const in_type* direct(index_t b) const {
+    using Arg = std::remove_cvref_t<decltype(node.arg)>;
+    if constexpr (kind_of_v<Arg> == node_kind::leaf) {
+      if constexpr (std::is_same_v<typename Arg::value_type, in_type>) {
+        if (in_lay.rank == 1 && in_lay.stride[1][0] == 1) return node.arg.t.data() + b;
+      }
+    }
+    return nullptr;
+  }
   void load(index_t b, index_t e, in_type* dst) const {
     if (b >= e) return;  // (an empty input has extents of 0: no position to decompose)
     if (in_contig) run_range<A, true>(in_lay, dst, node.arg, b, e, false, b);

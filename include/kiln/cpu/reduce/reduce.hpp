@@ -135,15 +135,23 @@ struct cpu_reduce_driver {
       const int max_threads = structural_threads(state, elements, per_element, std::numeric_limits<index_t>::max());
       const bool split = sp.outer < max_threads && R >= 2 * segment_elements;
       if (!split) {
-        const index_t rows = R > 0 && R <= block_elements ? std::max<index_t>(1, block_elements / R) : block_elements;
+        // rows a task: as many as fill a buffer (an empty axis: any number; a long row: one)
+        const index_t rows = R == 0 ? block_elements : std::max<index_t>(1, block_elements / R);
         const index_t tasks = (sp.outer + rows - 1) / rows;
         for_tasks(tasks, structural_threads(state, elements, per_element, tasks), [&](index_t t) {
           const index_t o0 = t * rows, o1 = std::min(sp.outer, o0 + rows);
           std::byte* mem = cpu_scheduler::scratch((block_elements + 16) * sizeof(C) + (rows + 16) * sizeof(Res));
           C* x = reinterpret_cast<C*>(mem);
           Res* res = reinterpret_cast<Res*>(mem + (block_elements + 16) * sizeof(C));
-          if (R <= block_elements) {
+          if (const C* in = io.direct(o0 * R)) {  // a plain tensor: read in place
+            for (index_t o = o0; o < o1; ++o) {
+              Acc acc = Family::template start<C>();
+              Family::template add<A>(acc, in + (o - o0) * R, R, 0);
+              res[o - o0] = Family::template result<Res>(acc, R);
+            }
+          } else if (R <= block_elements) {
             io.load(o0 * R, o1 * R, x);
+            if (t + 1 < tasks) io.prefetch(o1 * R, std::min(sp.outer, o1 + rows) * R);
             for (index_t o = o0; o < o1; ++o) {
               Acc acc = Family::template start<C>();
               Family::template add<A>(acc, x + (o - o0) * R, R, 0);
@@ -173,10 +181,14 @@ struct cpu_reduce_driver {
         const index_t b = g * seg, e = std::min(R, b + seg);
         C* x = reinterpret_cast<C*>(cpu_scheduler::scratch((block_elements + 16) * sizeof(C)));
         Acc acc = Family::template start<C>();
-        for (index_t c = b; c < e; c += block_elements) {
-          const index_t len = std::min(block_elements, e - c);
-          io.load(o * R + c, o * R + c + len, x);
-          Family::template add<A>(acc, x, len, c);
+        if (const C* in = io.direct(o * R + b)) {
+          Family::template add<A>(acc, in, e - b, b);
+        } else {
+          for (index_t c = b; c < e; c += block_elements) {
+            const index_t len = std::min(block_elements, e - c);
+            io.load(o * R + c, o * R + c + len, x);
+            Family::template add<A>(acc, x, len, c);
+          }
         }
         partial[static_cast<std::size_t>(t)] = acc;
       });
