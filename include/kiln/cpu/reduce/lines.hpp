@@ -109,9 +109,9 @@ float sum_of(const float* x, index_t n, F&& f) {
   return acc;
 }
 
-/// x[i] = f(x[i]) over [0, n), returning the sum of the new values.
+/// y[i] = f(x[i]) over [0, n) (y may be x), returning the sum of the new values.
 template <class A, class F>
-float map_sum(float* x, index_t n, F&& f) {
+float map_sum(const float* x, float* y, index_t n, F&& f) {
   index_t i = 0;
   float acc = 0.0f;
   if constexpr (simd::enabled<A>) {
@@ -120,32 +120,32 @@ float map_sum(float* x, index_t n, F&& f) {
     V a0(0.0f), a1(0.0f);
     for (; i + 2 * W <= n; i += 2 * W) {
       const V y0 = f(V::load_unaligned(x + i)), y1 = f(V::load_unaligned(x + i + W));
-      y0.store_unaligned(x + i);
-      y1.store_unaligned(x + i + W);
+      y0.store_unaligned(y + i);
+      y1.store_unaligned(y + i + W);
       a0 += y0;
       a1 += y1;
     }
     for (; i + W <= n; i += W) {
-      const V y = f(V::load_unaligned(x + i));
-      y.store_unaligned(x + i);
-      a0 += y;
+      const V v = f(V::load_unaligned(x + i));
+      v.store_unaligned(y + i);
+      a0 += v;
     }
     acc = xsimd::hadd(a0 + a1);
   }
-  for (; i < n; ++i) acc += (x[i] = f(x[i]));
+  for (; i < n; ++i) acc += (y[i] = f(x[i]));
   return acc;
 }
 
-/// x[i] = f(x[i], i) over [0, n) (i: the position, for per-column parameters).
+/// y[i] = f(x[i], i) over [0, n) (y may be x; i: the position, for per-column parameters).
 template <class A, class F>
-void map(float* x, index_t n, F&& f) {
+void map(const float* x, float* y, index_t n, F&& f) {
   index_t i = 0;
   if constexpr (simd::enabled<A>) {
     using V = xsimd::batch<float, A>;
     constexpr auto W = static_cast<index_t>(V::size);
-    for (; i + W <= n; i += W) f(V::load_unaligned(x + i), i).store_unaligned(x + i);
+    for (; i + W <= n; i += W) f(V::load_unaligned(x + i), i).store_unaligned(y + i);
   }
-  for (; i < n; ++i) x[i] = f(x[i], i);
+  for (; i < n; ++i) y[i] = f(x[i], i);
 }
 
 /// p[i] as V: a batch load, or the scalar.

@@ -89,21 +89,21 @@ struct softmax_algo {
   };
   float eps = 0;
 
-  /// A whole row in one buffer: normalised in place.
+  /// A whole row x (the input in memory, or a buffer) normalised into y (may be x).
   template <class A>
-  void row(float* x, index_t n, index_t) const {
+  void row(const float* x, float* y, index_t n) const {
     const float m = cpu_lines::combine_run<A, max_reducer>(x, n, -std::numeric_limits<float>::infinity());
     if constexpr (Log) {
       const float s = cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); });
       const float ls = std::log(s);
-      cpu_lines::map<A>(x, n, [&](const auto& v, index_t) {
+      cpu_lines::map<A>(x, y, n, [&](const auto& v, index_t) {
         using V = std::remove_cvref_t<decltype(v)>;
         return (v - V(m)) - V(ls);
       });
     } else {
-      const float s = cpu_lines::map_sum<A>(x, n, [&](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); });
+      const float s = cpu_lines::map_sum<A>(x, y, n, [&](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); });
       const float inv = 1.0f / s;
-      cpu_lines::map<A>(x, n, [&](const auto& v, index_t) { return v * std::remove_cvref_t<decltype(v)>(inv); });
+      cpu_lines::map<A>(y, y, n, [&](const auto& v, index_t) { return v * std::remove_cvref_t<decltype(v)>(inv); });
     }
   }
   /// Long rows: one buffer of statistics at a time, then each buffer normalised.
@@ -124,13 +124,13 @@ struct softmax_algo {
     const float m = st.m;
     if constexpr (Log) {
       const float ls = std::log(st.s);
-      cpu_lines::map<A>(x, n, [&](const auto& v, index_t) {
+      cpu_lines::map<A>(x, x, n, [&](const auto& v, index_t) {
         using V = std::remove_cvref_t<decltype(v)>;
         return (v - V(m)) - V(ls);
       });
     } else {
       const float inv = 1.0f / st.s;
-      cpu_lines::map<A>(x, n, [&](const auto& v, index_t) {
+      cpu_lines::map<A>(x, x, n, [&](const auto& v, index_t) {
         using V = std::remove_cvref_t<decltype(v)>;
         return exp_nonpositive(v - V(m)) * V(inv);
       });
@@ -184,10 +184,14 @@ struct norm_algo {
   }
   template <class A>
   void apply(const stats& st, float* x, index_t n, index_t c0) const {
+    apply<A>(st, x, x, n, c0);
+  }
+  template <class A>
+  void apply(const stats& st, const float* x, float* out, index_t n, index_t c0) const {
     const float shift = st.shift, mean = st.mean, scale = st.scale;
     const float* wp = w ? w + c0 : nullptr;
     const float* bp = b ? b + c0 : nullptr;
-    cpu_lines::map<A>(x, n, [&](const auto& v, index_t i) {
+    cpu_lines::map<A>(x, out, n, [&](const auto& v, index_t i) {
       using V = std::remove_cvref_t<decltype(v)>;
       V y = Root ? v * V(scale) : ((v - V(shift)) - V(mean)) * V(scale);
       if (wp) y = y * cpu_lines::load_as<V>(wp, i);
@@ -196,11 +200,11 @@ struct norm_algo {
     });
   }
   template <class A>
-  void row(float* x, index_t n, index_t) const {
+  void row(const float* x, float* y, index_t n) const {
     stats st;
     add<A>(st, x, n);
     finish(st, n);
-    apply<A>(st, x, n, 0);
+    apply<A>(st, x, y, n, 0);
   }
 };
 
@@ -218,9 +222,13 @@ void run_rows(const cpu_state& state, const Io& io, axis_split sp, const Algo& a
     const index_t o0 = t * rows, o1 = std::min(sp.outer, o0 + rows);
     float* x = reinterpret_cast<float*>(cpu_scheduler::scratch((block_elements + 16) * sizeof(float)));
     if (R <= block_elements) {
-      io.load(o0 * R, o1 * R, x);
-      if (t + 1 < tasks) io.prefetch(o1 * R, std::min(sp.outer, o1 + rows) * R);
-      for (index_t o = o0; o < o1; ++o) al.template row<A>(x + (o - o0) * R, R, 0);
+      const float* in = io.direct(o0 * R);  // a plain tensor: read in place
+      if (!in) {
+        io.load(o0 * R, o1 * R, x);
+        if (t + 1 < tasks) io.prefetch(o1 * R, std::min(sp.outer, o1 + rows) * R);
+        in = x;
+      }
+      for (index_t o = o0; o < o1; ++o) al.template row<A>(in + (o - o0) * R, x + (o - o0) * R, R);
       io.store(o0 * R, o1 * R, x);
       return;
     }
