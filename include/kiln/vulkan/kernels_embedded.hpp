@@ -541,6 +541,34 @@ void main() {
   return;
 #endif
 
+#if KILN_PHASE == 0 && KILN_OP == 4 && KILN_CACHE > 0
+  // A cached layer_norm line, two passes over the cache as on the CPU: the mean of x - k
+  // (k the line's first element), then the squared deviations from it. The one-pass
+  // sums below lose the variance when k is far from the mean (an outlier first element);
+  // these do not.
+  {
+  kiln_stats s = kiln_stats_begin(base);
+  float k = s.k;
+  float s1 = 0.0;
+  for (uint i = b + lid; i < e; i += KILN_WG) {
+    float x = kiln_prologue(base + i);
+    kiln_cache[i - b] = x;
+    s1 += x - k;
+  }
+  float dm = kiln_workgroup_merge(kiln_stats(k, 0.0, s1, 0.0)).s1 / float(p.extent);
+  float s2 = 0.0;
+  for (uint i = b + lid; i < e; i += KILN_WG) {
+    float d = (kiln_cache[i - b] - k) - dm;
+    s2 += d * d;
+  }
+  s2 = kiln_workgroup_merge(kiln_stats(k, 0.0, 0.0, s2)).s2;
+  s.s1 = dm;
+  s.s2 = 1.0 / sqrt(s2 / float(p.extent) + p.eps);  // biased variance, as PyTorch
+  for (uint i = b + lid; i < e; i += KILN_WG) kiln_epilogue(stats_apply(s, kiln_cache[i - b], i), base + i);
+  return;
+  }
+#endif
+
 #if KILN_PHASE == 2
   kiln_stats s = kiln_stats_begin(base);
   for (uint k = lid; k < p.chunks; k += KILN_WG) s = stats_merge(s, stats_unpack(kiln_partial[row * p.chunks + k]));

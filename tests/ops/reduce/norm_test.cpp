@@ -58,6 +58,21 @@ TYPED_TEST(norm_test, large_mean_rows) {
   }
 }
 
+// A first element far from the rest: kernels that shift by it must not lose the variance.
+TYPED_TEST(norm_test, outlier_first_element) {
+  auto& c = ctx<TypeParam>();
+  auto g = rng();
+  for (kiln::index_t n : {100, 4096}) {
+    auto hx = uniform(g, static_cast<std::size_t>(2 * n), -1.0f, 1.0f);
+    hx[0] = 3e3f;
+    hx[static_cast<std::size_t>(n)] = -5e3f;
+    auto x = kiln::from_host(c, {2, n}, std::span<const float>(hx));
+    kiln::tensor<float, TypeParam> y;
+    y = kiln::layer_norm(x);
+    EXPECT_TRUE(close(y.to_host(), ref_norm(hx, n, {}, {}, 1e-5, false), "layer_norm, outlier first, n " + std::to_string(n)));
+  }
+}
+
 TYPED_TEST(norm_test, half_weight_and_strided_input) {
   auto& c = ctx<TypeParam>();
   auto g = rng();
