@@ -18,9 +18,11 @@
 #include "kiln/expr/assign.hpp"
 #include "kiln/expr/lanes.hpp"
 #include "kiln/expr/node.hpp"
+#include "kiln/expr/variant.hpp"
 
 #include "kiln/ops/elementwise.hpp"
 #include "kiln/ops/reduce.hpp"
+#include "kiln/ops/linalg.hpp"
 
 #include "kiln/cpu/backend.hpp"
 #include "kiln/cpu/evaluate.hpp"

@@ -32,6 +32,8 @@ namespace kiln::detail {
 enum class structural_family {
   reduce,  // the axis is reduced away: sum, mean, max, min, argmax, custom reducers
   row,     // each line along the axis maps to a line of the same length: softmax, norms
+  contract,  // a product summed over a shared axis: matmul (input [..., M, K] times a
+             // parameter [..., K, N]; the node's own shape rules, ops/linalg/matmul.hpp)
 };
 
 /// The input's elements as [outer, extent, inner] around the op's axis.
@@ -124,7 +126,7 @@ auto make_structural(X&& x, int axis, bool all, bool keepdims, float eps, P&&...
   n.axis = all ? 0 : normalize_axis(Op::name, axis, n.input_shape, input());
   if constexpr (Op::family == structural_family::reduce) {
     n.shape_ = reduced_shape(n.input_shape, n.axis, all, keepdims);
-  } else {
+  } else {  // row: the input's shape; contract: set by the op's front end
     n.shape_ = n.input_shape;
   }
   return n;
