@@ -29,3 +29,4 @@
 #include "kiln/cpu/structural.hpp"
 #include "kiln/cpu/reduce/reduce.hpp"
 #include "kiln/cpu/reduce/row.hpp"
+#include "kiln/cpu/gemm/driver.hpp"

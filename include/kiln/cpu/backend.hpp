@@ -104,6 +104,9 @@ inline int default_thread_count() {
 template <class Arch, class T, class N>
 void cpu_evaluate(const cpu_state& state, const tensor<T, cpu<Arch>>& out, const N& n);
 
+template <class Op>
+struct cpu_structural_kernel;  // cpu/structural.hpp
+
 }  // namespace detail
 
 template <class Arch>
@@ -137,6 +140,14 @@ struct backend_traits<cpu<Arch>> {
   template <class T, class N>
   static void evaluate(const tensor<T, cpu<Arch>>& out, const N& n) {
     detail::cpu_evaluate<Arch>(*out.storage()->ctx, out, n);
+  }
+
+  /// The kernel variant a structural node runs (kiln::kernel_variant), for ops whose
+  /// kernel has several.
+  template <class S>
+    requires requires(const S& s) { detail::cpu_structural_kernel<typename S::op_type>::template variant<Arch>(s); }
+  static std::string kernel_variant(const S& s) {
+    return detail::cpu_structural_kernel<typename S::op_type>::template variant<Arch>(s);
   }
 };
 

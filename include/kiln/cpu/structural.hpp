@@ -73,6 +73,15 @@ struct structural_io {
     }
     return nullptr;
   }
+  /// The output's memory when the statement is the bare op writing a contiguous tensor of
+  /// its result type: a kernel may then build its results in place (matmul accumulates
+  /// there) and skip store(). Else null.
+  result_type* direct_out() const {
+    if constexpr (kind_of_v<N> == node_kind::structural && std::is_same_v<T, result_type>) {
+      if (out_lay.rank == 1 && out_lay.stride[0][0] == 1) return out;
+    }
+    return nullptr;
+  }
   void load(index_t b, index_t e, in_type* dst) const {
     if (b >= e) return;  // (an empty input has extents of 0: no position to decompose)
     if (in_contig) run_range<A, true>(in_lay, dst, node.arg, b, e, false, b);
@@ -129,14 +138,16 @@ inline int structural_threads(const cpu_state& state, double elements, double pe
 }
 
 /// Runs body(task) for task in [0, tasks) on up to `threads` threads (tasks claimed one by
-/// one: each is at least a few microseconds of work).
+/// one: each is at least a few microseconds of work). Bodies run one nesting level below
+/// the caller, on any thread count.
 template <class F>
 void for_tasks(index_t tasks, int threads, F&& body) {
   auto run = [&](index_t b, index_t e) {
     for (index_t t = b; t < e; ++t) body(t);
   };
-  if (threads <= 1) run(0, tasks);
-  else cpu_scheduler::instance().parallel_for(tasks, 1, threads, run);
+  // (one thread too: the body then runs a nesting level deeper, so its scratch buffers
+  // never overwrite the caller's)
+  cpu_scheduler::instance().parallel_for(tasks, 1, threads, run);
 }
 
 /// Elements a kernel handles in one buffer: 4096 floats (16 KiB) stay in L1 while a row

@@ -1,0 +1,379 @@
+// kiln/cpu/gemm/driver.hpp — kiln::matmul on the CPU: the paths, the blocking, the
+// threads.
+//
+// Rows of the product are (batch, m) pairs; when b has no batch of its own, every batch
+// of a is one tall matrix (rows = batches * M) and the product one GEMM. Paths, chosen per
+// product by choose_path() (kiln::kernel_variant names them):
+//   dot     rows <= 4 and b k-contiguous (an nn.Linear weight read as its transpose): each
+//           output a dot product, b streamed once at memory speed, nothing packed.
+//   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
+//   packed  everything else: BLIS-style. b is packed per block of columns into NR-column
+//           panels (K x nc floats, sized to half the L3), then tasks over (row block,
+//           column range) pack MR-row panels of a per kc step (kc sized so a panel of b
+//           stays in L1, a row block of a in half the L2) and run the micro-kernel.
+// Every path hands each finished row segment to the epilogue (structural_io::store)
+// once; the bare `y = kiln::matmul(a, b)` into a contiguous f32 tensor accumulates in y
+// itself. a's prologue is evaluated row segment by row segment as it is packed.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include "kiln/cpu/gemm/kernel.hpp"
+#include "kiln/cpu/gemm/pack.hpp"
+#include "kiln/cpu/scheduler.hpp"
+#include "kiln/cpu/structural.hpp"
+#include "kiln/ops/linalg/matmul.hpp"
+
+namespace kiln::detail {
+namespace cpu_gemm {
+
+enum class path { zeros, dot, stream, packed };
+
+/// The path for a product of `rows` rows with b's strides (brs along k, bcs along n).
+template <class A>
+path choose_path(const matmul_dims& d, index_t rows, index_t brs, index_t bcs) {
+  if (d.K == 0) return path::zeros;
+  if (rows <= 4 && (brs == 1 || d.K == 1)) return path::dot;
+  if (rows <= tile<A>::MR && (bcs == 1 || d.N == 1)) return path::stream;
+  return path::packed;
+}
+
+template <class A>
+std::string path_name(path p) {
+  const std::string t = std::to_string(tile<A>::MR) + "x" + std::to_string(tile<A>::NR);
+  switch (p) {
+    case path::zeros: return "cpu.gemm.zeros";
+    case path::dot: return "cpu.gemm.dot";
+    case path::stream: return "cpu.gemm.stream " + t;
+    case path::packed: return "cpu.gemm.packed " + t;
+  }
+  return "cpu.gemm";
+}
+
+/// Where the operands of one matmul statement are, per batch.
+template <class S>
+struct operands {
+  using BT = std::remove_cvref_t<decltype(std::get<0>(std::declval<S>().params).t.data()[0])>;
+  using Arg = std::remove_cvref_t<decltype(std::declval<S>().arg)>;
+  static constexpr bool a_leaf = kind_of_v<Arg> == node_kind::leaf;
+
+  matmul_dims d;
+  const BT* b = nullptr;
+  index_t brs = 0, bcs = 0;
+  index_t b_batch[max_rank] = {};   // b's offset per batch index (0 where broadcast)
+  index_t a_batch[max_rank] = {};   // a leaf: its offset per batch index; else a's batch position step
+  index_t ars = 0, acs = 0;         // a leaf: row and k strides
+  bool b_batched = false;
+
+  explicit operands(const S& s) : d(matmul_dims_of(s)) {
+    const auto& bt = std::get<0>(s.params).t;
+    b = bt.data();
+    const int R = d.batch.rank();
+    const int rb = bt.rank();
+    if (d.b_vector) {
+      brs = bt.strides()[0];
+    } else {
+      brs = bt.strides()[rb - 2];
+      bcs = bt.strides()[rb - 1];
+    }
+    const int bb = d.b_vector ? 0 : rb - 2;
+    for (int i = 0; i < R; ++i) {
+      const int j = i - (R - bb);
+      b_batch[i] = j >= 0 && bt.shape()[j] > 1 ? bt.strides()[j] : 0;
+      b_batched = b_batched || b_batch[i] != 0;
+    }
+    const shape& as = s.input_shape;
+    const int ab = d.a_vector ? 0 : as.rank() - 2;
+    if constexpr (a_leaf) {
+      const auto& at = s.arg.t;
+      if (d.a_vector) {
+        acs = at.strides()[0];
+      } else {
+        ars = at.strides()[ab];
+        acs = at.strides()[ab + 1];
+      }
+      for (int i = 0; i < R; ++i) {
+        const int j = i - (R - ab);
+        a_batch[i] = j >= 0 && as[j] > 1 ? at.strides()[j] : 0;
+      }
+    } else {
+      index_t step = 1;  // a's batches in its own row-major order
+      for (int i = R - 1; i >= 0; --i) {
+        const int j = i - (R - ab);
+        const index_t e = j >= 0 ? as[j] : 1;
+        a_batch[i] = e > 1 ? step : 0;
+        step *= e;
+      }
+    }
+  }
+
+  /// Offsets of batch bo: into b, and into a (a leaf: elements; else a's batch index).
+  std::pair<index_t, index_t> batch_offsets(index_t bo) const noexcept {
+    index_t ob = 0, oa = 0;
+    for (int i = d.batch.rank() - 1; i >= 0; --i) {
+      const index_t e = d.batch[i], idx = bo % e;
+      bo /= e;
+      ob += idx * b_batch[i];
+      oa += idx * a_batch[i];
+    }
+    return {ob, oa};
+  }
+};
+
+/// One product: rows [r0, r1) of the statement's rows (row r = batch r / M, m = r % M)
+/// times b at offset boff.
+struct problem {
+  index_t r0 = 0, r1 = 0;
+  index_t boff = 0;
+  index_t rows() const noexcept { return r1 - r0; }
+};
+
+inline index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
+inline index_t round_up(index_t a, index_t b) { return ceil_div(a, b) * b; }
+
+/// Threads for `macs` multiply-adds: one per 2^18 (about 10 us of one core's work).
+inline int gemm_threads(const cpu_state& st, double macs) {
+  return static_cast<int>(std::clamp(macs / double(1 << 18), 1.0, double(std::max(1, st.num_threads))));
+}
+
+template <class A, class Io, class S>
+struct gemm {
+  using ops_t = operands<S>;
+  using BT = typename ops_t::BT;
+  static constexpr int MR = tile<A>::MR, NR = tile<A>::NR;
+
+  const Io& io;
+  const S& s;
+  const ops_t& op;
+  float* direct = nullptr;  // the output, when the kernel may accumulate in it
+
+  index_t M() const noexcept { return op.d.M; }
+  index_t N() const noexcept { return op.d.N; }
+  index_t K() const noexcept { return op.d.K; }
+
+  /// Row r's elements [k0, k0 + kc) of a as floats: a pointer into a itself when it is a
+  /// contiguous f32 tensor, else written to tmp.
+  const float* a_row(index_t r, index_t k0, index_t kc, float* tmp) const {
+    const index_t bo = r / M(), m = r % M();
+    const index_t oa = op.batch_offsets(bo).second;
+    if constexpr (ops_t::a_leaf) {
+      using U = typename std::remove_cvref_t<decltype(s.arg)>::value_type;
+      const U* p = s.arg.t.data() + oa + m * op.ars + k0 * op.acs;
+      if constexpr (std::is_same_v<U, float>) {
+        if (op.acs == 1) return p;
+      }
+      for (index_t k = 0; k < kc; ++k) tmp[k] = static_cast<float>(p[k * op.acs]);
+      return tmp;
+    } else {
+      const index_t pos = (oa * M() + m) * K() + k0;
+      io.load(pos, pos + kc, tmp);
+      return tmp;
+    }
+  }
+
+  void store_row(index_t r, index_t n0, index_t n1, const float* vals) const {
+    io.store(r * N() + n0, r * N() + n1, vals);
+  }
+
+  /// K = 0: every result is 0 (through the epilogue).
+  void zeros(const problem& pr, float* buf) const {
+    std::fill(buf, buf + N(), 0.0f);
+    for (index_t r = pr.r0; r < pr.r1; ++r) store_row(r, 0, N(), buf);
+  }
+
+  /// Rows <= 4 against a k-contiguous b.
+  template <int R>
+  void dot_rows(const problem& pr, int threads) const {
+    const index_t K_ = K(), N_ = N();
+    float* abuf = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(R * K_) * sizeof(float)));
+    for (int r = 0; r < R; ++r) {
+      const float* row = a_row(pr.r0 + r, 0, K_, abuf + r * K_);
+      if (row != abuf + r * K_) std::copy(row, row + K_, abuf + r * K_);
+    }
+    const BT* b = op.b + pr.boff;
+    const index_t bcs = op.bcs;
+    constexpr int NB = R == 1 ? 8 : 4;
+    const index_t chunk = std::max<index_t>(NB * 4, round_up(ceil_div(N_, index_t(threads) * 8), NB));
+    const index_t tasks = ceil_div(N_, chunk);
+    cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
+      const index_t n0 = t * chunk, n1 = std::min(N_, n0 + chunk), w = n1 - n0;
+      float* vals = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(R * w) * sizeof(float)));
+      index_t n = n0;
+      for (; n + NB <= n1; n += NB) dot<A, R, NB>(K_, abuf, b + n * bcs, bcs, vals + (n - n0), w);
+      for (; n < n1; ++n) dot<A, R, 1>(K_, abuf, b + n * bcs, bcs, vals + (n - n0), w);
+      for (int r = 0; r < R; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
+    });
+  }
+
+  /// Rows <= MR against a row-major b read in place.
+  void stream(const problem& pr, int threads) const {
+    const index_t K_ = K(), N_ = N(), rows = pr.rows();
+    float* apan = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(MR * K_ + K_) * sizeof(float)));
+    float* tmp = apan + MR * K_;
+    for (index_t i = 0; i < rows; ++i) pack_a_row<A>(a_row(pr.r0 + i, 0, K_, tmp), int(i), K_, apan);
+    pad_a_panel<A>(int(rows), K_, apan);
+    const BT* b = op.b + pr.boff;
+    const strided<BT> bm{b, op.brs, op.bcs};
+    const index_t panels = ceil_div(N_, NR);
+    const index_t per = std::max<index_t>(1, ceil_div(panels, index_t(threads) * 4));
+    const index_t tasks = ceil_div(panels, per);
+    cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
+      const index_t p0 = t * per, p1 = std::min(panels, p0 + per);
+      const index_t n0 = p0 * NR, n1 = std::min(N_, p1 * NR), w = p1 * NR - n0;
+      const bool tail = n1 - n0 < w;
+      float* buf = reinterpret_cast<float*>(
+          cpu_scheduler::scratch(std::size_t(MR * w + (tail ? K_ * NR : 0)) * sizeof(float) + 64));
+      float* bpan = buf + MR * w;
+      for (index_t p = p0; p < p1; ++p) {
+        const index_t n = p * NR, nr = std::min<index_t>(NR, N_ - n);
+        float* c = buf + (n - n0);
+        if (nr == NR) {
+          micro<A, false>(K_, apan, b + n * op.bcs, op.brs, c, w, false);
+        } else {
+          pack_b_panel<A>(bm, K_, n, nr, bpan);
+          micro<A, true>(K_, apan, bpan, NR, c, w, false);
+        }
+      }
+      for (index_t i = 0; i < rows; ++i) store_row(pr.r0 + i, n0, n1, buf + i * w);
+    });
+  }
+
+  /// BLIS-style blocked product (see the top of this file).
+  void packed(const problem& pr, int threads) const {
+    const index_t K_ = K(), N_ = N(), rows = pr.rows();
+    const cache_sizes& cs = caches();
+    const index_t kc_max = std::clamp<index_t>(index_t(cs.l1 / 2 / (NR * sizeof(float))), 64, 1024);
+    const index_t kc = ceil_div(K_, ceil_div(K_, kc_max));
+    const index_t mc_max = std::clamp<index_t>(index_t(cs.l2 / 2 / (kc * sizeof(float))) / MR * MR, MR, 1020);
+    index_t mblocks = ceil_div(rows, mc_max);
+    if (threads > 1) mblocks = std::min(round_up(mblocks, threads), ceil_div(rows, MR));
+    const index_t mc = round_up(ceil_div(rows, mblocks), MR);
+    mblocks = ceil_div(rows, mc);
+    const index_t nc_max = std::max<index_t>(NR, index_t(cs.l3 / 2 / (K_ * sizeof(float))) / NR * NR);
+    const index_t njc = ceil_div(N_, nc_max);
+    const index_t nc = round_up(ceil_div(N_, njc), NR);
+
+    const BT* b = op.b + pr.boff;
+    const strided<BT> bm{b, op.brs, op.bcs};
+    float* bpack = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(K_ * nc) * sizeof(float)));
+    for (index_t jc = 0; jc < N_; jc += nc) {
+      const index_t ncb = std::min(nc, N_ - jc);
+      const index_t panels = ceil_div(ncb, NR);
+      cpu_loop::for_tasks(panels, std::min<int>(threads, int(panels)), [&](index_t p) {
+        const index_t n = jc + p * NR;
+        pack_b_panel<A>(bm, K_, n, std::min<index_t>(NR, N_ - n), bpack + p * K_ * NR);
+      });
+      index_t nsplit = 1;
+      if (threads > 1 && mblocks < 2 * threads) nsplit = std::min(panels, ceil_div(2 * threads, mblocks));
+      const index_t tasks = mblocks * nsplit;
+      cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
+        const index_t mb = t / nsplit, ns = t % nsplit;
+        const index_t m0 = pr.r0 + mb * mc, m1 = std::min(pr.r1, m0 + mc), mr_rows = m1 - m0;
+        const index_t p0 = ns * panels / nsplit, p1 = (ns + 1) * panels / nsplit;
+        const index_t n0 = jc + p0 * NR, n1 = std::min(N_, jc + p1 * NR), w = (p1 - p0) * NR;
+        const index_t apanels = ceil_div(mr_rows, MR);
+        std::size_t floats = std::size_t(apanels * MR * kc + kc);
+        if (!direct) floats += std::size_t(mr_rows * w);
+        float* apack = reinterpret_cast<float*>(cpu_scheduler::scratch(floats * sizeof(float)));
+        float* tmp = apack + apanels * MR * kc;
+        float* acc = tmp + kc;
+        float* cbase = direct ? direct + m0 * N_ + n0 : acc;
+        const index_t ldc = direct ? N_ : w;
+        for (index_t k0 = 0; k0 < K_; k0 += kc) {
+          const index_t kcb = std::min(kc, K_ - k0);
+          for (index_t ip = 0; ip < apanels; ++ip) {
+            float* panel = apack + ip * MR * kcb;
+            const int prow = int(std::min<index_t>(MR, mr_rows - ip * MR));
+            for (int i = 0; i < prow; ++i) pack_a_row<A>(a_row(m0 + ip * MR + i, k0, kcb, tmp), i, kcb, panel);
+            pad_a_panel<A>(prow, kcb, panel);
+          }
+          const bool add = k0 > 0;
+          for (index_t p = p0; p < p1; ++p) {
+            const float* bpan = bpack + (p * K_ + k0) * NR;
+            const int nr = int(std::min<index_t>(NR, N_ - (jc + p * NR)));
+            for (index_t ip = 0; ip < apanels; ++ip) {
+              const float* apan = apack + ip * MR * kcb;
+              const int mr = int(std::min<index_t>(MR, mr_rows - ip * MR));
+              float* c = cbase + ip * MR * ldc + (p - p0) * NR;
+              if (mr == MR && nr == NR) micro<A, true>(kcb, apan, bpan, NR, c, ldc, add);
+              else micro_edge<A, true>(kcb, apan, bpan, NR, c, ldc, add, mr, nr);
+            }
+          }
+        }
+        if (!direct) {
+          for (index_t i = 0; i < mr_rows; ++i) store_row(m0 + i, n0, n1, acc + i * w);
+        }
+      });
+    }
+  }
+
+  void run(const problem& pr, path p, int threads) const {
+    switch (p) {
+      case path::zeros: {
+        float* buf = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(N()) * sizeof(float)));
+        zeros(pr, buf);
+        break;
+      }
+      case path::dot:
+        switch (pr.rows()) {
+          case 1: dot_rows<1>(pr, threads); break;
+          case 2: dot_rows<2>(pr, threads); break;
+          case 3: dot_rows<3>(pr, threads); break;
+          default: dot_rows<4>(pr, threads); break;
+        }
+        break;
+      case path::stream: stream(pr, threads); break;
+      case path::packed: packed(pr, threads); break;
+    }
+  }
+};
+
+/// Rows of one product: all batches at once when b has no batch of its own.
+template <class S>
+index_t product_rows(const operands<S>& op) {
+  return op.b_batched ? op.d.M : op.d.batches() * op.d.M;
+}
+
+}  // namespace cpu_gemm
+
+/// The CPU kernel of kiln::matmul (ops/linalg/matmul.hpp).
+template <class BT>
+struct cpu_structural_kernel<matmul_op<BT>> {
+  template <class A, class Io, class S>
+  static void run(const cpu_state& state, const Io& io, const S& s, axis_split) {
+    using namespace cpu_gemm;
+    const operands<S> op(s);
+    const matmul_dims& d = op.d;
+    if (d.batches() == 0 || d.M == 0 || d.N == 0) return;
+    const gemm<A, Io, S> g{io, s, op, io.direct_out()};
+    const index_t rows = product_rows(op);
+    const path p = choose_path<A>(d, rows, op.brs, op.bcs);
+    const int threads = gemm_threads(state, d.macs() + double(d.batches() * d.M * d.N));
+    if (!op.b_batched) {
+      g.run(problem{0, rows, 0}, p, threads);
+      return;
+    }
+    const index_t batches = d.batches();
+    const auto one = [&](index_t bo, int t) { g.run(problem{bo * d.M, bo * d.M + d.M, op.batch_offsets(bo).first}, p, t); };
+    if (batches >= threads && d.macs() / double(batches) < double(1 << 22)) {
+      cpu_loop::for_tasks(batches, threads, [&](index_t bo) { one(bo, 1); });  // small products side by side
+    } else {
+      for (index_t bo = 0; bo < batches; ++bo) one(bo, threads);
+    }
+  }
+
+  /// The path run() takes for s (kiln::kernel_variant).
+  template <class A, class S>
+  static std::string variant(const S& s) {
+    using namespace cpu_gemm;
+    const operands<S> op(s);
+    return path_name<A>(choose_path<A>(op.d, product_rows(op), op.brs, op.bcs));
+  }
+};
+
+}  // namespace kiln::detail

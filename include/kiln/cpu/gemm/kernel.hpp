@@ -1,0 +1,163 @@
+// kiln/cpu/gemm/kernel.hpp — the register-blocked micro-kernels of the CPU matmul.
+//
+// micro(): an MR x NR tile of C += (a panel of A, MR rows, k-major) x (a panel of B, NR
+// columns, k-major), the accumulators in registers for the whole k loop: per k, NR/L
+// vector loads of B, MR broadcasts of A and MR * NR / L FMAs. The tile is sized to the
+// ISA's register file (xsimd width L): 6 x 2L on 16-register ISAs (AVX2, SSE, NEON:
+// 12 accumulators + 2 B vectors + 1 broadcast), 12 x 2L on AVX-512's 32. B comes packed
+// (aligned, NR floats per k) or straight from memory (a row-major B of any float dtype,
+// converted in registers: the small-M path streams it unpacked).
+// dot(): R rows of A times NB columns of a k-contiguous B (an nn.Linear weight read as
+// its transpose), vector lanes along k, summed across lanes at the end: the
+// matrix-vector path, which streams B once at memory speed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kiln/core/shape.hpp"
+#include "kiln/cpu/simd.hpp"
+
+namespace kiln::detail::cpu_gemm {
+
+/// The register tile of arch A.
+template <class A>
+struct tile {
+  static constexpr bool vector = simd::enabled<A>;
+  static constexpr int L = vector ? int(simd::lanes<A>) : 1;
+  static constexpr int NV = vector ? 2 : 4;  // vectors across a tile row
+  static constexpr int NR = L * NV;
+  static constexpr int MR = !vector ? 4 : (simd::is_avx512<A> ? 12 : 6);
+};
+
+/// A float vector of arch A (a plain float without SIMD) and its operations.
+template <class A>
+using fvec = std::conditional_t<simd::enabled<A>, xsimd::batch<float, A>, float>;
+
+template <class A>
+inline fvec<A> vzero() noexcept {
+  if constexpr (simd::enabled<A>) return fvec<A>(0.0f);
+  else return 0.0f;
+}
+template <class A>
+inline fvec<A> vbroadcast(float x) noexcept {
+  return fvec<A>(x);
+}
+template <class A>
+inline fvec<A> vload_aligned(const float* p) noexcept {
+  if constexpr (simd::enabled<A>) return fvec<A>::load_aligned(p);
+  else return *p;
+}
+/// tile<A>::L consecutive elements of p (any float dtype) as floats.
+template <class A, class U>
+inline fvec<A> vload(const U* p) noexcept {
+  if constexpr (simd::enabled<A>) return simd::load<A>(p);
+  else return static_cast<float>(*p);
+}
+template <class A>
+inline void vstore(float* p, const fvec<A>& v) noexcept {
+  if constexpr (simd::enabled<A>) v.store_unaligned(p);
+  else *p = v;
+}
+template <class A>
+inline fvec<A> vfma(const fvec<A>& a, const fvec<A>& b, const fvec<A>& c) noexcept {
+  if constexpr (simd::enabled<A>) return xsimd::fma(a, b, c);
+  else return a * b + c;
+}
+template <class A>
+inline float vsum(const fvec<A>& v) noexcept {
+  if constexpr (simd::enabled<A>) return xsimd::hadd(v);
+  else return v;
+}
+
+/// C[MR x NR] (row stride ldc) = (add ? C : 0) + A_panel x B_panel over kc steps.
+/// a: MR floats per k. b: NR elements per k, bks apart (packed: NR, aligned; a row-major
+/// B read in place: its row stride). The whole tile is written.
+template <class A, bool Packed, class U>
+inline void micro(index_t kc, const float* __restrict a, const U* __restrict b, index_t bks, float* __restrict c,
+                  index_t ldc, bool add) noexcept {
+  using T = tile<A>;
+  using V = fvec<A>;
+  V acc[T::MR][T::NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < T::MR; ++i) {
+#pragma GCC unroll 4
+    for (int j = 0; j < T::NV; ++j) acc[i][j] = vzero<A>();
+  }
+  for (index_t k = 0; k < kc; ++k) {
+    V bv[T::NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < T::NV; ++j) {
+      if constexpr (Packed) bv[j] = vload_aligned<A>(b + j * T::L);
+      else bv[j] = vload<A>(b + j * T::L);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < T::MR; ++i) {
+      const V av = vbroadcast<A>(a[i]);
+#pragma GCC unroll 4
+      for (int j = 0; j < T::NV; ++j) acc[i][j] = vfma<A>(av, bv[j], acc[i][j]);
+    }
+    a += T::MR;
+    b += bks;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < T::MR; ++i) {
+#pragma GCC unroll 4
+    for (int j = 0; j < T::NV; ++j) {
+      float* p = c + i * ldc + j * T::L;
+      vstore<A>(p, add ? acc[i][j] + vload<A>(p) : acc[i][j]);
+    }
+  }
+}
+
+/// micro() for a tile cut by the matrix edge: only its first mr rows and nr columns are
+/// written (a full tile goes to a local buffer first).
+template <class A, bool Packed, class U>
+inline void micro_edge(index_t kc, const float* a, const U* b, index_t bks, float* c, index_t ldc, bool add, int mr,
+                       int nr) noexcept {
+  using T = tile<A>;
+  alignas(64) float t[T::MR * T::NR];
+  micro<A, Packed>(kc, a, b, bks, t, T::NR, false);
+  for (int i = 0; i < mr; ++i) {
+    for (int j = 0; j < nr; ++j) c[i * ldc + j] = add ? c[i * ldc + j] + t[i * T::NR + j] : t[i * T::NR + j];
+  }
+}
+
+/// out[r * ldo + j] = sum_k a[r * K + k] * b[j * bcs + k] for r < R, j < NB: R rows of
+/// A (contiguous floats, K long) against NB k-contiguous columns of B.
+template <class A, int R, int NB, class U>
+inline void dot(index_t K, const float* __restrict a, const U* __restrict b, index_t bcs, float* out,
+                index_t ldo) noexcept {
+  using V = fvec<A>;
+  constexpr int L = tile<A>::L;
+  V acc[R][NB];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) acc[r][j] = vzero<A>();
+  }
+  index_t k = 0;
+  for (; k + L <= K; k += L) {
+    V av[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) av[r] = vload<A>(a + r * K + k);
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) {
+      const V bv = vload<A>(b + j * bcs + k);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][j] = vfma<A>(av[r], bv, acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < NB; ++j) {
+      float s = vsum<A>(acc[r][j]);
+      for (index_t t = k; t < K; ++t) s += a[r * K + t] * static_cast<float>(b[j * bcs + t]);
+      out[r * ldo + j] = s;
+    }
+  }
+}
+
+}  // namespace kiln::detail::cpu_gemm
