@@ -24,6 +24,7 @@
 #include "backends.hpp"
 #include "checks.hpp"
 #include "random.hpp"
+#include "reference.hpp"
 
 namespace kiln_test {
 
@@ -59,10 +60,6 @@ enum class red { sum, mean, max, min };
 
 /// The float64 reduction of x under p, and per output the tolerance a float kernel is
 /// held to (exact for max/min).
-struct reference {
-  std::vector<double> value;
-  std::vector<double> tol;
-};
 
 inline reference ref_reduce(const std::vector<float>& x, const line_split& p, red op) {
   reference r;
@@ -175,34 +172,6 @@ inline reference ref_norm(const std::vector<float>& x, std::int64_t n, const std
     }
   }
   return r;
-}
-
-/// Every got[i] within tol[i] of want[i]; NaN where want is NaN, equal infinities.
-template <class G>
-::testing::AssertionResult close(const std::vector<G>& got, const reference& want, const std::string& what) {
-  if (got.size() != want.value.size()) {
-    return ::testing::AssertionFailure() << what << ": " << got.size() << " values, expected " << want.value.size();
-  }
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double g = static_cast<double>(static_cast<float>(got[i])), w = want.value[i];
-    const bool ok = std::isnan(w) ? std::isnan(g) : std::isinf(w) ? g == w : std::fabs(g - w) <= want.tol[i];
-    if (!ok) {
-      return ::testing::AssertionFailure() << what << ": element " << i << " is " << g << ", expected " << w
-                                           << " within " << want.tol[i] << " (" << seed_note() << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-/// Kernels a statement runs: the context's count before and after f.
-template <class B, class F>
-std::uint64_t kernels_of(F&& f) {
-  auto& c = ctx<B>();
-  c.synchronize();
-  const std::uint64_t before = c.kernels_launched();
-  f();
-  c.synchronize();
-  return c.kernels_launched() - before;
 }
 
 }  // namespace kiln_test
