@@ -250,10 +250,15 @@ struct gemm {
     const index_t kc_max = std::clamp<index_t>(index_t(cs.l1 / 2 / (NR * sizeof(float))), 64, 1024);
     const index_t kc = ceil_div(K_, ceil_div(K_, kc_max));
     const index_t mc_max = std::clamp<index_t>(index_t(cs.l2 / 2 / (kc * sizeof(float))) / MR * MR, MR, 1020);
+    // Row blocks of whole MR-row panels, as even as panels allow and a multiple of the
+    // thread count (512 rows on 2 threads: 6 blocks of 14-15 panels, 43 panels a thread).
+    const index_t rpanels = ceil_div(rows, MR);
     index_t mblocks = ceil_div(rows, mc_max);
-    if (threads > 1) mblocks = std::min(round_up(mblocks, threads), ceil_div(rows, MR));
-    const index_t mc = round_up(ceil_div(rows, mblocks), MR);
-    mblocks = ceil_div(rows, mc);
+    if (threads > 1) mblocks = std::min(round_up(mblocks, threads), rpanels);
+    const auto block_rows = [&](index_t mb) {  // [first, last) row of block mb
+      return std::pair<index_t, index_t>{std::min(rows, mb * rpanels / mblocks * MR),
+                                         std::min(rows, (mb + 1) * rpanels / mblocks * MR)};
+    };
     const index_t nc_max = std::max<index_t>(NR, index_t(cs.l3 / 2 / (K_ * sizeof(float))) / NR * NR);
     const index_t njc = ceil_div(N_, nc_max);
     const index_t nc = round_up(ceil_div(N_, njc), NR);
@@ -273,7 +278,8 @@ struct gemm {
       const index_t tasks = mblocks * nsplit;
       cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
         const index_t mb = t / nsplit, ns = t % nsplit;
-        const index_t m0 = pr.r0 + mb * mc, m1 = std::min(pr.r1, m0 + mc), mr_rows = m1 - m0;
+        const auto [b0, b1] = block_rows(mb);
+        const index_t m0 = pr.r0 + b0, mr_rows = b1 - b0;
         const index_t p0 = ns * panels / nsplit, p1 = (ns + 1) * panels / nsplit;
         const index_t n0 = jc + p0 * NR, n1 = std::min(N_, jc + p1 * NR), w = (p1 - p0) * NR;
         const index_t apanels = ceil_div(mr_rows, MR);
