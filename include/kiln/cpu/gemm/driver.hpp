@@ -259,7 +259,7 @@ struct gemm {
       return std::pair<index_t, index_t>{std::min(rows, mb * rpanels / mblocks * MR),
                                          std::min(rows, (mb + 1) * rpanels / mblocks * MR)};
     };
-    const index_t nc_max = std::max<index_t>(NR, index_t(cs.l3 / 2 / (K_ * sizeof(float))) / NR * NR);
+    const index_t nc_max = std::max<index_t>(NR, index_t(cs.l3 / 4 / (K_ * sizeof(float))) / NR * NR);
     const index_t njc = ceil_div(N_, nc_max);
     const index_t nc = round_up(ceil_div(N_, njc), NR);
 
@@ -269,9 +269,20 @@ struct gemm {
     for (index_t jc = 0; jc < N_; jc += nc) {
       const index_t ncb = std::min(nc, N_ - jc);
       const index_t panels = ceil_div(ncb, NR);
-      cpu_loop::for_tasks(panels, std::min<int>(threads, int(panels)), [&](index_t p) {
-        const index_t n = jc + p * NR;
-        pack_b_panel<A>(bm, K_, n, std::min<index_t>(NR, N_ - n), bpack + p * K_ * NR);
+      // panels packed in groups: a row-major b is then read in runs of group * NR
+      // floats per k (whole cache lines, a stream the prefetcher follows), not NR
+      constexpr index_t group = 8;
+      const index_t groups = ceil_div(panels, group);
+      cpu_loop::for_tasks(groups, std::min<int>(threads, int(groups)), [&](index_t gi) {
+        const index_t q0 = gi * group, q1 = std::min(panels, q0 + group);
+        for (index_t k0 = 0; k0 < K_; k0 += 64) {
+          const index_t kb = std::min<index_t>(64, K_ - k0);
+          for (index_t q = q0; q < q1; ++q) {
+            const index_t n = jc + q * NR;
+            const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
+            pack_b_panel<A>(part, kb, n, std::min<index_t>(NR, N_ - n), bpack + (q * K_ + k0) * NR);
+          }
+        }
       });
       index_t nsplit = 1;
       if (threads > 1 && mblocks < 2 * threads) nsplit = std::min(panels, ceil_div(2 * threads, mblocks));

@@ -87,7 +87,15 @@ inline void micro(index_t kc, const float* __restrict a, const U* __restrict b, 
 #pragma GCC unroll 4
     for (int j = 0; j < T::NV; ++j) acc[i][j] = vzero<A>();
   }
+  // the tile of C is read (add) or written after the loop: ask for it now
+#pragma GCC unroll 16
+  for (int i = 0; i < T::MR; ++i) {
+    __builtin_prefetch(c + i * ldc, 1, 3);
+    __builtin_prefetch(c + i * ldc + T::NR - 1, 1, 3);
+  }
+#pragma GCC unroll 4
   for (index_t k = 0; k < kc; ++k) {
+    if constexpr (Packed) __builtin_prefetch(a + 8 * T::MR, 0, 3);  // A's panel streams from L2
     V bv[T::NV];
 #pragma GCC unroll 4
     for (int j = 0; j < T::NV; ++j) {
