@@ -66,7 +66,8 @@ struct operands {
   const BT* b = nullptr;
   index_t brs = 0, bcs = 0;
   index_t b_batch[max_rank] = {};   // b's offset per batch index (0 where broadcast)
-  index_t a_batch[max_rank] = {};   // a leaf: its offset per batch index; else a's batch position step
+  index_t a_batch[max_rank] = {};   // a leaf: its offset per batch index; else = a_pos
+  index_t a_pos[max_rank] = {};     // a's own batch index step per batch index (0 where broadcast)
   index_t ars = 0, acs = 0;         // a leaf: row and k strides
   bool b_batched = false;
 
@@ -89,6 +90,13 @@ struct operands {
     }
     const shape& as = s.input_shape;
     const int ab = d.a_vector ? 0 : as.rank() - 2;
+    index_t step = 1;  // a's batches in its own row-major order
+    for (int i = R - 1; i >= 0; --i) {
+      const int j = i - (R - ab);
+      const index_t e = j >= 0 ? as[j] : 1;
+      a_pos[i] = e > 1 ? step : 0;
+      step *= e;
+    }
     if constexpr (a_leaf) {
       const auto& at = s.arg.t;
       if (d.a_vector) {
@@ -102,14 +110,18 @@ struct operands {
         a_batch[i] = j >= 0 && as[j] > 1 ? at.strides()[j] : 0;
       }
     } else {
-      index_t step = 1;  // a's batches in its own row-major order
-      for (int i = R - 1; i >= 0; --i) {
-        const int j = i - (R - ab);
-        const index_t e = j >= 0 ? as[j] : 1;
-        a_batch[i] = e > 1 ? step : 0;
-        step *= e;
-      }
+      std::copy(a_pos, a_pos + R, a_batch);
     }
+  }
+
+  /// a's own batch index (row-major over its batch dimensions) of output batch bo.
+  index_t a_position_batch(index_t bo) const noexcept {
+    index_t oa = 0;
+    for (int i = d.batch.rank() - 1; i >= 0; --i) {
+      oa += (bo % d.batch[i]) * a_pos[i];
+      bo /= d.batch[i];
+    }
+    return oa;
   }
 
   /// Offsets of batch bo: into b, and into a (a leaf: elements; else a's batch index).
@@ -174,6 +186,15 @@ struct gemm {
       io.load(pos, pos + kc, tmp);
       return tmp;
     }
+  }
+
+  /// Asks the memory system for row r's elements [k0, k0 + kc) of a (its tensor, or the
+  /// prologue's operands) ahead of a_row(): the rows of a row block lie pages apart, and
+  /// the hardware prefetcher starts over on each.
+  void a_prefetch(index_t r, index_t k0, index_t kc) const {
+    const index_t bo = r / M(), m = r % M();
+    const index_t p = (op.a_position_batch(bo) * M() + m) * K() + k0;
+    io.prefetch(p, p + kc);
   }
 
   void store_row(index_t r, index_t n0, index_t n1, const float* vals) const {
@@ -306,6 +327,9 @@ struct gemm {
           for (index_t ip = 0; ip < apanels; ++ip) {
             float* panel = apack + ip * MR * kcb;
             const int prow = int(std::min<index_t>(MR, mr_rows - ip * MR));
+            for (index_t i = (ip + 1) * MR; i < std::min<index_t>((ip + 2) * MR, mr_rows); ++i) {
+              a_prefetch(m0 + i, k0, kcb);  // the next panel's rows while this one packs
+            }
             for (int i = 0; i < prow; ++i) pack_a_row<A>(a_row(m0 + ip * MR + i, k0, kcb, tmp), i, kcb, panel);
             pad_a_panel<A>(prow, kcb, panel);
           }
