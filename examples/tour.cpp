@@ -147,6 +147,24 @@ int main() {
       wn[r] = std::sqrt(acc);
     }
     check("norms = sqrt(sum(square(m), -1))", max_rel_err(norms.to_host(), wn), 1e-5);
+
+    // a linear layer with its activation: x @ w^T + bias, then gelu, as one kernel (the
+    // weight [256, 4096] is read in place, as PyTorch stores it)
+    auto x = kiln::slice(m, 0, 0, 64);
+    auto w = kiln::random<float>(ctx, {256, cols}, -0.05, 0.05, 5);
+    auto b2 = kiln::random<float>(ctx, {256}, -1.0, 1.0, 6);
+    auto act = kiln::empty<float>(ctx, {64, 256});
+    act = kiln::gelu(kiln::linear(x, w, b2));
+    const auto hw = w.to_host(), hb2 = b2.to_host();
+    ArrD wa(64 * 256);
+    for (kiln::index_t r = 0; r < 64; ++r) {
+      for (kiln::index_t q = 0; q < 256; ++q) {
+        double acc = hb2[std::size_t(q)];
+        for (kiln::index_t k = 0; k < cols; ++k) acc += double(ha[std::size_t(r * cols + k)]) * hw[std::size_t(q * cols + k)];
+        wa[r * 256 + q] = 0.5 * acc * (1.0 + std::erf(acc / std::sqrt(2.0)));
+      }
+    }
+    check("act = gelu(linear(x, w, b))  (one kernel)", max_rel_err(act.to_host(), wa), 1e-4);
   }
 
   std::printf("\n3. Mixed precision: f16 storage, f32 arithmetic\n");
