@@ -163,6 +163,20 @@ TYPED_TEST(matmul_test, thin_shapes_and_vectors) {
   check_product(rand_tensor<TypeParam>(g, {2, 6, 37}), rand_tensor<TypeParam>(g, {37}), "[2, 6, 37] @ [37]");
 }
 
+TYPED_TEST(matmul_test, tall_and_skinny) {
+  auto g = rng();
+  for (index_t n : {1, 2, 3, 4, 5}) {
+    for (index_t k : {1, 37, 513}) {
+      check_product(rand_tensor<TypeParam>(g, {1000, k}), rand_tensor<TypeParam>(g, {k, n}), dims(1000, n, k));
+    }
+  }
+  auto x = rand_tensor<TypeParam>(g, {3, 300, 64});
+  check_product(x, rand_tensor<TypeParam>(g, {64}), "[3, 300, 64] @ [64]");
+  check_product(kiln::transpose(x, 1, 2), rand_tensor<TypeParam>(g, {300, 2}), "transpose(x, 1, 2) @ [300, 2]");
+  auto w = rand_tensor<TypeParam>(g, {3, 64});
+  check_product(x, kiln::transpose(w), "x @ transpose([3, 64])");
+}
+
 TYPED_TEST(matmul_test, long_k) {
   auto g = rng();
   for (auto [m, n] : {std::pair<index_t, index_t>{1, 5}, {3, 5}, {40, 33}}) {

@@ -7,6 +7,8 @@
 //   dot     rows <= 4 and b k-contiguous (an nn.Linear weight read as its transpose): each
 //           output a dot product, b streamed once at memory speed, nothing packed.
 //   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
+//   rows_dot  N <= 4 (tall and skinny, a matrix times a vector): dot products of a's rows
+//           with b's few columns; a is read once and never packed.
 //   packed  everything else: BLIS-style. b is packed per block of columns into NR-column
 //           panels (K x nc floats, sized to half the L3), then tasks over (row block,
 //           column range) pack MR-row panels of a per kc step (kc sized so a panel of b
@@ -32,7 +34,7 @@
 namespace kiln::detail {
 namespace cpu_gemm {
 
-enum class path { zeros, dot, stream, packed };
+enum class path { zeros, dot, stream, rows_dot, packed };
 
 /// The path for a product of `rows` rows with b's strides (brs along k, bcs along n).
 template <class A>
@@ -40,6 +42,7 @@ path choose_path(const matmul_dims& d, index_t rows, index_t brs, index_t bcs) {
   if (d.K == 0) return path::zeros;
   if (rows <= 4 && (brs == 1 || d.K == 1)) return path::dot;
   if (rows <= tile<A>::MR && (bcs == 1 || d.N == 1)) return path::stream;
+  if (d.N <= 4) return path::rows_dot;
   return path::packed;
 }
 
@@ -50,6 +53,7 @@ std::string path_name(path p) {
     case path::zeros: return "cpu.gemm.zeros";
     case path::dot: return "cpu.gemm.dot";
     case path::stream: return "cpu.gemm.stream " + t;
+    case path::rows_dot: return "cpu.gemm.rows_dot";
     case path::packed: return "cpu.gemm.packed " + t;
   }
   return "cpu.gemm";
@@ -264,6 +268,44 @@ struct gemm {
     });
   }
 
+  /// N <= 4 columns (a tall, skinny product, or a matrix times a vector): each output a
+  /// dot product of a row of a with a column of b, a read once, nothing of it packed.
+  template <int NN>
+  void rows_dot(const problem& pr, int threads) const {
+    const index_t K_ = K(), rows = pr.rows();
+    float* bcols = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(NN * K_) * sizeof(float)));
+    const BT* b = op.b + pr.boff;
+    for (int n = 0; n < NN; ++n) {
+      for (index_t k = 0; k < K_; ++k) bcols[n * K_ + k] = static_cast<float>(b[k * op.brs + n * op.bcs]);
+    }
+    constexpr int NB = 4;  // rows of a per dot() call
+    const index_t chunk = std::max<index_t>(NB * 4, round_up(ceil_div(rows, index_t(threads) * 8), NB));
+    const index_t tasks = ceil_div(rows, chunk);
+    cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
+      const index_t r0 = pr.r0 + t * chunk, r1 = std::min(pr.r1, r0 + chunk), h = r1 - r0;
+      float* arows = reinterpret_cast<float*>(
+          cpu_scheduler::scratch(std::size_t(NB * K_ + K_ + 2 * NN * chunk) * sizeof(float)));
+      float* tmp = arows + NB * K_;
+      float* cols = tmp + K_;      // [NN][chunk]
+      float* vals = cols + NN * chunk;  // [chunk][NN]: the output's order
+      for (index_t r = r0; r < r1; r += NB) {
+        const int nb = int(std::min<index_t>(NB, r1 - r));
+        for (int i = 0; i < nb; ++i) {
+          const float* row = a_row(r + i, 0, K_, tmp);
+          std::copy(row, row + K_, arows + i * K_);
+        }
+        if (nb == NB) dot<A, NN, NB>(K_, bcols, arows, K_, cols + (r - r0), chunk);
+        else {
+          for (int i = 0; i < nb; ++i) dot<A, NN, 1>(K_, bcols, arows + i * K_, K_, cols + (r - r0) + i, chunk);
+        }
+      }
+      for (index_t i = 0; i < h; ++i) {
+        for (int n = 0; n < NN; ++n) vals[i * NN + n] = cols[n * chunk + i];
+      }
+      io.store(r0 * NN, r1 * NN, vals);  // rows r0 .. r1 are contiguous output positions
+    });
+  }
+
   /// BLIS-style blocked product (see the top of this file).
   void packed(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N(), rows = pr.rows();
@@ -369,6 +411,14 @@ struct gemm {
         }
         break;
       case path::stream: stream(pr, threads); break;
+      case path::rows_dot:
+        switch (N()) {
+          case 1: rows_dot<1>(pr, threads); break;
+          case 2: rows_dot<2>(pr, threads); break;
+          case 3: rows_dot<3>(pr, threads); break;
+          default: rows_dot<4>(pr, threads); break;
+        }
+        break;
       case path::packed: packed(pr, threads); break;
     }
   }
