@@ -697,6 +697,38 @@ const structural_source& cached_structural_source(const N& n, const S& s, const 
   return *sources.emplace(std::move(key), std::move(src)).first->second;
 }
 
+/// How a reduce- or row-family kernel walks its input: the split around the axis (moved
+/// innermost when axis_last), the mode, and whether lines take the split pass.
+struct structural_walk {
+  axis_split split;
+  bool axis_last = false;
+  structural_mode mode = structural_mode::rows;
+  bool split_pass = false;
+  /// "vulkan.<op>.rows", ".columns" or ".rows split" (2 dispatches): kiln::kernel_variant.
+  std::string name(std::string_view op) const {
+    return "vulkan." + std::string(op) + (mode == structural_mode::columns ? ".columns" : split_pass ? ".rows split" : ".rows");
+  }
+};
+
+template <class S>
+structural_walk structural_walk_of(const S& s, const structural_options& opt) {
+  constexpr bool row_op = S::family == structural_family::row;
+  structural_walk w;
+  w.split = s.split();
+  // Row ops along another axis than the last walk it innermost: rows again. So do
+  // reductions over a long axis before the last: one invocation per output would loop
+  // past the 65535 iterations llvmpipe / lavapipe allow a shader loop (column mode walks
+  // axes up to column_extent_max only). Reduce outputs keep their row-major positions
+  // (o * inner + j), which is the order of rows in the axis-last walk.
+  constexpr index_t column_extent_max = 16384;
+  if constexpr (row_op) w.axis_last = w.split.inner > 1;
+  else w.axis_last = w.split.inner > 1 && !s.all && w.split.extent > column_extent_max;
+  if (w.axis_last) w.split = {w.split.outer * w.split.inner, w.split.extent, 1};
+  w.mode = !row_op && w.split.inner > 1 ? structural_mode::columns : structural_mode::rows;
+  w.split_pass = w.mode == structural_mode::rows && opt.split_from > 0 && w.split.extent >= opt.split_from;
+  return w;
+}
+
 /// Plans and generates the structural kernel of `out = n` (a planned tree: one structural
 /// node, whose shape is out's; shapes and aliasing checked by assign). ops_glsl, rows_glsl
 /// and columns_glsl: kernels/reduce/{ops,rows,columns}.comp. Throws kiln::shape_error where
@@ -713,21 +745,10 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
   constexpr bool row_op = S::family == structural_family::row;
 
   structural_kernel kn;
-  axis_split sp = s.split();
+  const structural_walk walk = structural_walk_of(s, opt);
+  axis_split sp = walk.split;
   dim_order perm;
-  // Row ops along another axis than the last walk it innermost: rows again. So do
-  // reductions over a long axis before the last: one invocation per output would loop
-  // past the 65535 iterations llvmpipe / lavapipe allow a shader loop (column mode walks
-  // axes up to column_extent_max only). Reduce outputs keep their row-major positions
-  // (o * inner + j), which is the order of rows in the axis-last walk.
-  constexpr index_t column_extent_max = 16384;
-  bool axis_last = false;
-  if constexpr (row_op) axis_last = sp.inner > 1;
-  else axis_last = sp.inner > 1 && !s.all && sp.extent > column_extent_max;
-  if (axis_last) {
-    perm = dim_order::axis_last(s.input_shape.rank(), s.axis);
-    sp = {sp.outer * sp.inner, sp.extent, 1};
-  }
+  if (walk.axis_last) perm = dim_order::axis_last(s.input_shape.rank(), s.axis);
   const index_t outputs = row_op ? sp.outer * sp.extent : sp.outer * sp.inner;
   if (outputs == 0) {
     kn.empty = true;
@@ -766,7 +787,7 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
   // variant
   const index_t R = sp.extent;
   const std::uint32_t max_wg = pow2_floor(std::max<std::uint32_t>(std::min<std::uint32_t>(opt.max_workgroup, 256), 1));
-  plan.mode = !row_op && sp.inner > 1 ? structural_mode::columns : structural_mode::rows;
+  plan.mode = walk.mode;
   index_t chunk = std::max<index_t>(R, 1), chunks = 1;
   if (plan.mode == structural_mode::columns) {
     plan.wg = std::min<std::uint32_t>(max_wg, 64);
@@ -774,7 +795,7 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
     plan.wg = std::min<std::uint32_t>(max_wg, R >= 2048 ? 256 : 64);
     const std::uint32_t sg = opt.subgroup_size;
     plan.subgroup = sg > 1 && (sg & (sg - 1)) == 0 && plan.wg % sg == 0;
-    if (R >= opt.split_from && opt.split_from > 0) {
+    if (walk.split_pass) {
       const index_t wg = plan.wg;
       chunk = std::max<index_t>(std::max<index_t>(opt.split_from / 4, wg), (R + 1023) / 1024);
       chunk = (chunk + wg - 1) / wg * wg;
