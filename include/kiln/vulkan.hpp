@@ -27,3 +27,5 @@
 #include "kiln/vulkan/ops/copy.hpp"
 #include "kiln/vulkan/backend.hpp"
 #include "kiln/vulkan/ops/reduce.hpp"
+#include "kiln/vulkan/ops/gemm.hpp"
+#include "kiln/vulkan/ops/structural.hpp"

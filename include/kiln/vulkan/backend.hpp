@@ -31,9 +31,14 @@
 namespace kiln::detail::vk {
 
 /// out = n for a planned tree holding one structural node (expr/plan.hpp): one kernel of
-/// the op's family with n's prologue and epilogue spliced in (vulkan/ops/reduce/).
+/// the op's family with n's prologue and epilogue spliced in (vulkan/ops/structural.hpp
+/// routes by family: reduce.hpp, gemm.hpp).
 template <class T, class B, class N>
 void record_structural_kernel(const tensor<T, B>& out, const N& n);
+
+/// The kernel a structural node runs, e.g. "vulkan.gemm.tiled 64x64" (vulkan/ops/structural.hpp).
+template <class S>
+std::string structural_variant(const S& s);
 
 }  // namespace kiln::detail::vk
 
@@ -174,6 +179,13 @@ struct backend_traits<vulkan> {
   }
   static void synchronize(context_state& s) { s.synchronize(); }
   static std::string device_name(const context_state& s) { return s.name(); }
+
+  /// The kernel `out = e` runs for e's structural node s (kiln::kernel_variant): the
+  /// variant the recording code picks, from the same selection.
+  template <class S>
+  static std::string kernel_variant(const S& s) {
+    return detail::vk::structural_variant(s);
+  }
 
   /// Runs n into out (shapes and aliasing already checked) as one dispatch.
   template <class T, class N>

@@ -40,4 +40,5 @@
 #include "kiln/vulkan/codegen/args.hpp"
 #include "kiln/vulkan/codegen/elementwise.hpp"
 #include "kiln/vulkan/codegen/structural.hpp"
+#include "kiln/vulkan/codegen/gemm.hpp"
 #include "kiln/vulkan/codegen/source_cache.hpp"

@@ -254,6 +254,350 @@ void main() {
 }
 )kiln_glsl";
 
+/// gemm/matvec.comp
+inline constexpr std::string_view gemm_matvec = R"kiln_glsl(// kernels/gemm/matvec.comp — matmul for a few rows of a (M <= 4: the decode step), a
+// fragment after the generated part (kiln_prologue, kiln_epilogue, kiln_batch, kiln_b,
+// kiln_a4, kiln_b4 and the parameters p).
+// Bindings: the statement's operands (generated). Push constants (or the parameter
+//   buffer): M, N, K, batches, kchunk, kchunks, tiles_m (row groups), tiles_n (column
+//   groups), the batch dimensions, then the generated operand members.
+// Workgroup: local_size_x = WG (specialisation constant 2, a power of two); one workgroup
+//   per (batch, group of MR rows (constant 4), group of columns; columns fastest),
+//   numbered gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x.
+// KILN_MV_COLUMNS 0 (k-reduce; b k-contiguous, as an nn.Linear weight [N, K] is read, or
+//   any layout): a group is NR (constant 3) columns; the workgroup's invocations stride
+//   over K together (four k a step with KILN_A4 and KILN_B4K), then the MR x NR sums are
+//   reduced across the workgroup (subgroupAdd with KILN_SUBGROUP, then shared memory;
+//   else a shared-memory tree).
+// KILN_MV_COLUMNS 1 (b n-contiguous, row-major [K, N]): a group is GX (constant 3) * 4
+//   columns; invocation (x = lid % GX, y = lid / GX) owns four columns and the k-slice
+//   k = y, y + WG / GX, ...; the WG / GX slices are merged by a shared-memory tree.
+// Each finished sum goes through the epilogue once.
+layout(local_size_x_id = 2) in;
+layout(constant_id = 2) const uint WG = 128;
+layout(constant_id = 3) const uint NR = 4;  // k-reduce: columns per workgroup; columns: GX
+layout(constant_id = 4) const uint MR = 1;
+
+void kiln_output(uint bo, uint m, uint n, float v) {
+  if (m < p.M && n < p.N) kiln_epilogue(v, (bo * p.M + m) * p.N + n);
+}
+
+#if !KILN_MV_COLUMNS
+#if KILN_SUBGROUP
+shared float kiln_red[WG * MR * NR];  // [subgroup][j]: only gl_NumSubgroups rows used
+#else
+shared float kiln_red[WG * MR * NR];  // [j][invocation]
+#endif
+
+void main() {
+  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint ng = task % p.tiles_n, rest = task / p.tiles_n;
+  uint mg = rest % p.tiles_m, bo = rest / p.tiles_m;
+  if (bo >= p.batches) return;  // whole workgroups: uniform
+  uint n0 = ng * NR, m0 = mg * MR;
+  uint apos, belem;
+  kiln_batch(bo, apos, belem);
+  uint lid = gl_LocalInvocationIndex;
+  float acc[MR * NR];
+  for (uint j = 0u; j < MR * NR; ++j) acc[j] = 0.0;
+#if KILN_A4 && KILN_B4K
+  for (uint k = lid * 4u; k < p.K; k += WG * 4u) {
+    vec4 bv[NR];
+    for (uint r = 0u; r < NR; ++r) {
+      uint n = n0 + r;
+      bv[r] = n < p.N ? kiln_b4(uint(int(belem) + int(n) * p.bsn + int(k))) : vec4(0.0);
+    }
+    for (uint i = 0u; i < MR; ++i) {
+      uint m = m0 + i;
+      vec4 av = m < p.M ? kiln_a4(apos + m * p.K + k) : vec4(0.0);
+      for (uint r = 0u; r < NR; ++r) acc[i * NR + r] += dot(av, bv[r]);
+    }
+  }
+#else
+  for (uint k = lid; k < p.K; k += WG) {
+    float bv[NR];
+    for (uint r = 0u; r < NR; ++r) {
+      uint n = n0 + r;
+      bv[r] = n < p.N ? kiln_b(uint(int(belem) + int(k) * p.bsk + int(n) * p.bsn)) : 0.0;
+    }
+    for (uint i = 0u; i < MR; ++i) {
+      uint m = m0 + i;
+      float av = m < p.M ? kiln_prologue(apos + m * p.K + k) : 0.0;
+      for (uint r = 0u; r < NR; ++r) acc[i * NR + r] += av * bv[r];
+    }
+  }
+#endif
+#if KILN_SUBGROUP
+  for (uint j = 0u; j < MR * NR; ++j) acc[j] = subgroupAdd(acc[j]);
+  if (subgroupElect()) {
+    for (uint j = 0u; j < MR * NR; ++j) kiln_red[gl_SubgroupID * (MR * NR) + j] = acc[j];
+  }
+  barrier();
+  if (lid < MR * NR) {
+    float s = 0.0;
+    for (uint g = 0u; g < gl_NumSubgroups; ++g) s += kiln_red[g * (MR * NR) + lid];
+    kiln_output(bo, m0 + lid / NR, n0 + lid % NR, s);
+  }
+#else
+  for (uint j = 0u; j < MR * NR; ++j) kiln_red[j * WG + lid] = acc[j];
+  barrier();
+  for (uint w = WG / 2u; w > 0u; w >>= 1) {
+    if (lid < w) {
+      for (uint j = 0u; j < MR * NR; ++j) kiln_red[j * WG + lid] += kiln_red[j * WG + lid + w];
+    }
+    barrier();
+  }
+  if (lid < MR * NR) kiln_output(bo, m0 + lid / NR, n0 + lid % NR, kiln_red[lid * WG]);
+#endif
+}
+
+#else  // KILN_MV_COLUMNS
+shared vec4 kiln_red[WG * MR];  // [slice][row][x]
+
+void main() {
+  const uint GX = NR, GY = WG / NR;
+  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint ng = task % p.tiles_n, rest = task / p.tiles_n;
+  uint mg = rest % p.tiles_m, bo = rest / p.tiles_m;
+  if (bo >= p.batches) return;  // whole workgroups: uniform
+  uint lid = gl_LocalInvocationIndex;
+  uint x = lid % GX, y = lid / GX;
+  uint n = ng * GX * 4u + x * 4u, m0 = mg * MR;
+  uint apos, belem;
+  kiln_batch(bo, apos, belem);
+  vec4 acc[MR];
+  for (uint i = 0u; i < MR; ++i) acc[i] = vec4(0.0);
+  for (uint k = y; k < p.K; k += GY) {
+    int row = int(belem) + int(k) * p.bsk;
+#if KILN_B4N
+    vec4 bv = n < p.N ? kiln_b4(uint(row + int(n))) : vec4(0.0);  // N % 4 == 0
+#else
+    vec4 bv = vec4(0.0);
+    for (uint c = 0u; c < 4u; ++c) {
+      if (n + c < p.N) bv[c] = kiln_b(uint(row + int(n + c) * p.bsn));
+    }
+#endif
+    for (uint i = 0u; i < MR; ++i) {
+      uint m = m0 + i;
+      float av = m < p.M ? kiln_prologue(apos + m * p.K + k) : 0.0;
+      acc[i] += av * bv;
+    }
+  }
+  for (uint i = 0u; i < MR; ++i) kiln_red[(y * MR + i) * GX + x] = acc[i];
+  barrier();
+  for (uint w = GY / 2u; w > 0u; w >>= 1) {
+    if (y < w) {
+      for (uint i = 0u; i < MR; ++i) kiln_red[(y * MR + i) * GX + x] += kiln_red[((y + w) * MR + i) * GX + x];
+    }
+    barrier();
+  }
+  if (y == 0u) {
+    for (uint i = 0u; i < MR; ++i) {
+      vec4 s = kiln_red[i * GX + x];
+      for (uint c = 0u; c < 4u; ++c) kiln_output(bo, m0 + i, n + c, s[c]);
+    }
+  }
+}
+#endif
+)kiln_glsl";
+
+/// gemm/merge.comp
+inline constexpr std::string_view gemm_merge = R"kiln_glsl(// kernels/gemm/merge.comp — split-K's second dispatch (a fragment after the generated
+// part): each output's partial sums, K chunk by K chunk in order, then the epilogue.
+// Bindings: the statement's operands (generated), the partial sums after them (readonly,
+//   kiln_partial[kc * outputs + position], written by tiled.comp's phase 1).
+// Push constants: as tiled.comp (the same block: both dispatches take the same words).
+// Workgroup: local_size_x = WG (specialisation constant 2); one invocation per output,
+//   workgroups numbered gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x.
+layout(local_size_x_id = 2) in;
+layout(constant_id = 2) const uint WG = 256;
+
+void main() {
+  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint outputs = p.batches * p.M * p.N;
+  uint pos = task * WG + gl_LocalInvocationIndex;
+  if (pos >= outputs) return;
+  float s = 0.0;
+  for (uint kc = 0u; kc < p.kchunks; ++kc) s += kiln_partial[kc * outputs + pos];
+  kiln_epilogue(s, pos);
+}
+)kiln_glsl";
+
+/// gemm/naive.comp
+inline constexpr std::string_view gemm_naive = R"kiln_glsl(// kernels/gemm/naive.comp — the naive tiled matmul, the floor the other variants are
+// measured against (a fragment after the generated part: kiln_prologue, kiln_epilogue,
+// kiln_batch, kiln_b and the parameters p).
+// Bindings: the statement's operands (generated). Push constants (or the parameter
+//   buffer): M, N, K, batches, kchunk, kchunks, tiles_m, tiles_n, batch dimensions, then
+//   the generated operand members.
+// Workgroup: local_size_x = WG (specialisation constant 2) = TILE * TILE (constant 3);
+//   one workgroup per (batch, tile row, tile column), numbered as in tiled.comp.
+// Each invocation computes one output: TILE x TILE blocks of a and b go through shared
+// memory, then TILE multiply-adds from them; out-of-range elements stage as zeros.
+layout(local_size_x_id = 2) in;
+layout(constant_id = 2) const uint WG = 256;
+layout(constant_id = 3) const uint TILE = 16;
+
+shared float kiln_as[TILE * TILE];
+shared float kiln_bs[TILE * TILE];
+
+void main() {
+  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint tiles = p.tiles_m * p.tiles_n;
+  uint bo = task / tiles;
+  if (bo >= p.batches) return;  // whole workgroups: uniform
+  uint t = task % tiles;
+  uint m0 = (t / p.tiles_n) * TILE, n0 = (t % p.tiles_n) * TILE;
+  uint apos, belem;
+  kiln_batch(bo, apos, belem);
+  uint lid = gl_LocalInvocationIndex;
+  uint tx = lid % TILE, ty = lid / TILE;
+  uint m = m0 + ty, n = n0 + tx;
+  float acc = 0.0;
+  for (uint k0 = 0u; k0 < p.K; k0 += TILE) {
+    float a = 0.0, b = 0.0;
+    if (m < p.M && k0 + tx < p.K) a = kiln_prologue(apos + m * p.K + k0 + tx);
+    if (k0 + ty < p.K && n < p.N) b = kiln_b(uint(int(belem) + int(k0 + ty) * p.bsk + int(n) * p.bsn));
+    kiln_as[ty * TILE + tx] = a;
+    kiln_bs[ty * TILE + tx] = b;
+    barrier();
+    for (uint kk = 0u; kk < TILE; ++kk) acc += kiln_as[ty * TILE + kk] * kiln_bs[kk * TILE + tx];
+    barrier();
+  }
+  if (m < p.M && n < p.N) kiln_epilogue(acc, (bo * p.M + m) * p.N + n);
+}
+)kiln_glsl";
+
+/// gemm/tiled.comp
+inline constexpr std::string_view gemm_tiled = R"kiln_glsl(// kernels/gemm/tiled.comp — the tiled matmul (a fragment after the generated part:
+// kiln_prologue, kiln_epilogue, kiln_batch, kiln_b, kiln_a4, kiln_b4 and the parameters p).
+// Bindings: the statement's operands (generated), split-K's partial sums after them.
+// Push constants (or the parameter buffer): M, N, K, batches, kchunk, kchunks, tiles_m,
+//   tiles_n, the batch dimensions, then the generated operand members.
+// Workgroup: local_size_x = WG (specialisation constant 2) = (BM / TM) * (BN / TN); one
+//   workgroup per task (batch, K chunk, tile row, tile column; n fastest), numbered
+//   gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x, tasks past the last skipped.
+// Each task stages BM x BK of a (through the prologue) and BK x BN of b in shared memory,
+// k-major, and each invocation accumulates a TM x TN block (TM, TN multiples of 4) from
+// vec4 reads of both tiles. KILN_A4: a read four k at a time (K % 4 == 0); KILN_B4N /
+// KILN_B4K: b read as vec4 along n / along k. Out-of-range elements stage as zeros, so
+// the sums over k never see them; out-of-range outputs are not stored.
+// KILN_PHASE 0: the epilogue writes each output; 1 (split-K): partial sums over the task's
+//   K chunk go to kiln_partial[kc * outputs + position], merged by merge.comp.
+layout(local_size_x_id = 2) in;
+layout(constant_id = 2) const uint WG = 256;
+layout(constant_id = 3) const uint BM = 64;
+layout(constant_id = 4) const uint BN = 64;
+layout(constant_id = 5) const uint BK = 16;
+layout(constant_id = 6) const uint TM = 4;
+layout(constant_id = 7) const uint TN = 4;
+
+shared vec4 kiln_as[BK * (BM / 4u)];  // [k][m / 4]
+shared vec4 kiln_bs[BK * (BN / 4u)];  // [k][n / 4]
+
+void main() {
+  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint tiles = p.tiles_m * p.tiles_n;
+  uint bo = task / (tiles * p.kchunks);
+  if (bo >= p.batches) return;  // whole workgroups: uniform
+  uint rest = task % (tiles * p.kchunks);
+  uint kc = rest / tiles, t = rest % tiles;
+  uint m0 = (t / p.tiles_n) * BM, n0 = (t % p.tiles_n) * BN;
+  uint apos, belem;
+  kiln_batch(bo, apos, belem);
+  uint lid = gl_LocalInvocationIndex;
+  uint tx = lid % (BN / TN), ty = lid / (BN / TN);
+
+  vec4 acc[TM * (TN / 4u)];
+  for (uint i = 0u; i < TM * (TN / 4u); ++i) acc[i] = vec4(0.0);
+  uint kb = kc * p.kchunk, ke = min(p.K, kb + p.kchunk);
+
+  for (uint k0 = kb; k0 < ke; k0 += BK) {
+    // a: BM rows x BK k
+#if KILN_A4
+    for (uint i = lid; i < BM * (BK / 4u); i += WG) {
+      uint m = i / (BK / 4u), kq = (i % (BK / 4u)) * 4u;
+      uint gm = m0 + m, gk = k0 + kq;
+      vec4 v = vec4(0.0);
+      if (gm < p.M && gk < ke) v = kiln_a4(apos + gm * p.K + gk);  // K % 4 == 0: all four in range
+      uint at = kq * (BM / 4u) + m / 4u;
+      kiln_as[at][m % 4u] = v.x;
+      kiln_as[at + BM / 4u][m % 4u] = v.y;
+      kiln_as[at + 2u * (BM / 4u)][m % 4u] = v.z;
+      kiln_as[at + 3u * (BM / 4u)][m % 4u] = v.w;
+    }
+#else
+    for (uint i = lid; i < BM * BK; i += WG) {
+      uint m = i / BK, kk = i % BK;
+      uint gm = m0 + m, gk = k0 + kk;
+      float v = 0.0;
+      if (gm < p.M && gk < ke) v = kiln_prologue(apos + gm * p.K + gk);
+      kiln_as[kk * (BM / 4u) + m / 4u][m % 4u] = v;
+    }
+#endif
+    // b: BK k x BN columns
+#if KILN_B4N
+    for (uint i = lid; i < BK * (BN / 4u); i += WG) {
+      uint kk = i / (BN / 4u), nq = (i % (BN / 4u)) * 4u;
+      uint gk = k0 + kk, gn = n0 + nq;
+      vec4 v = vec4(0.0);
+      if (gk < ke && gn < p.N) v = kiln_b4(uint(int(belem) + int(gk) * p.bsk + int(gn)));
+      kiln_bs[i] = v;
+    }
+#elif KILN_B4K
+    for (uint i = lid; i < BN * (BK / 4u); i += WG) {
+      uint n = i / (BK / 4u), kq = (i % (BK / 4u)) * 4u;
+      uint gn = n0 + n, gk = k0 + kq;
+      vec4 v = vec4(0.0);
+      if (gn < p.N && gk < ke) v = kiln_b4(uint(int(belem) + int(gn) * p.bsn + int(gk)));
+      uint at = kq * (BN / 4u) + n / 4u;
+      kiln_bs[at][n % 4u] = v.x;
+      kiln_bs[at + BN / 4u][n % 4u] = v.y;
+      kiln_bs[at + 2u * (BN / 4u)][n % 4u] = v.z;
+      kiln_bs[at + 3u * (BN / 4u)][n % 4u] = v.w;
+    }
+#else
+    for (uint i = lid; i < BK * BN; i += WG) {
+      uint kk = i / BN, n = i % BN;
+      uint gk = k0 + kk, gn = n0 + n;
+      float v = 0.0;
+      if (gk < ke && gn < p.N) v = kiln_b(uint(int(belem) + int(gk) * p.bsk + int(gn) * p.bsn));
+      kiln_bs[kk * (BN / 4u) + n / 4u][n % 4u] = v;
+    }
+#endif
+    barrier();
+    for (uint kk = 0u; kk < BK; ++kk) {
+      vec4 av[TM / 4u];
+      vec4 bv[TN / 4u];
+      for (uint i = 0u; i < TM / 4u; ++i) av[i] = kiln_as[kk * (BM / 4u) + ty * (TM / 4u) + i];
+      for (uint j = 0u; j < TN / 4u; ++j) bv[j] = kiln_bs[kk * (BN / 4u) + tx * (TN / 4u) + j];
+      for (uint i = 0u; i < TM; ++i) {
+        float a = av[i / 4u][i % 4u];
+        for (uint j = 0u; j < TN / 4u; ++j) acc[i * (TN / 4u) + j] += a * bv[j];
+      }
+    }
+    barrier();
+  }
+
+  uint outputs = p.batches * p.M * p.N;
+  for (uint i = 0u; i < TM; ++i) {
+    uint m = m0 + ty * TM + i;
+    if (m >= p.M) break;
+    for (uint j = 0u; j < TN; ++j) {
+      uint n = n0 + tx * TN + j;
+      if (n >= p.N) break;
+      float v = acc[i * (TN / 4u) + j / 4u][j % 4u];
+      uint pos = (bo * p.M + m) * p.N + n;
+#if KILN_PHASE == 1
+      kiln_partial[kc * outputs + pos] = v;
+#else
+      kiln_epilogue(v, pos);
+#endif
+    }
+  }
+}
+)kiln_glsl";
+
 /// reduce/columns.comp
 inline constexpr std::string_view reduce_columns = R"kiln_glsl(// kernels/reduce/columns.comp — column mode of the reduce family (a fragment after
 // ops.comp): the axis is not the last (inner > 1), so the outputs [outer, inner] are one
@@ -613,6 +957,10 @@ inline constexpr embedded_kernel all[] = {
     {"cast", cast},
     {"copy", copy},
     {"fill", fill},
+    {"gemm_matvec", gemm_matvec},
+    {"gemm_merge", gemm_merge},
+    {"gemm_naive", gemm_naive},
+    {"gemm_tiled", gemm_tiled},
     {"reduce_columns", reduce_columns},
     {"reduce_ops", reduce_ops},
     {"reduce_rows", reduce_rows},

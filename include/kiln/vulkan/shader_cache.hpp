@@ -64,7 +64,9 @@ struct define {
 /// subgroup and shared memory) declares `layout(local_size_x = N) in;` in its source and
 /// states N in local_size. Constants 0 and 1 are still supplied to every pipeline: a map
 /// entry for a constant id the shader does not declare has no effect (Vulkan spec,
-/// VkSpecializationInfo), so one pipeline-creation path serves both kinds.
+/// VkSpecializationInfo), so one pipeline-creation path serves both kinds. A kernel
+/// with tunables of its own (a GEMM's tile sizes) takes them as specialisation constants
+/// 2, 3, ... (`constants`): one SPIR-V module serves every tile size, each a pipeline.
 struct kernel_spec {
   std::string_view name;
   std::string_view glsl;
@@ -77,6 +79,7 @@ struct kernel_spec {
   std::uint32_t texel_bindings = 0;  ///< bit i: binding i is a uniform texel buffer
   std::uint32_t params_bytes = 0;    ///< nonzero: binding `bindings` is a parameter buffer of this size
   std::uint32_t local_size = 0;      ///< nonzero: the source declares local_size_x = this (checked against the device)
+  std::span<const std::uint32_t> constants = {};  ///< specialisation constants 2, 3, ... (part of the pipeline's key)
 };
 
 /// Kernel-cache counters of one context, per level: memory, then disk, then shaderc.
@@ -103,19 +106,20 @@ struct cache_stats {
 struct kernel_record {
   std::string name, glsl;
   std::vector<std::pair<std::string, std::string>> defines;
-  std::uint32_t bindings = 0, push_bytes = 0, texel_bindings = 0, params_bytes = 0;
+  std::uint32_t bindings = 0, push_bytes = 0, texel_bindings = 0, params_bytes = 0, local_size = 0;
+  std::vector<std::uint32_t> constants;
 
   kernel_record() = default;
   explicit kernel_record(const kernel_spec& k)
       : name(k.name), glsl(k.glsl), bindings(k.bindings), push_bytes(k.push_bytes), texel_bindings(k.texel_bindings),
-        params_bytes(k.params_bytes) {
+        params_bytes(k.params_bytes), local_size(k.local_size), constants(k.constants.begin(), k.constants.end()) {
     for (const auto& d : k.defines) defines.emplace_back(std::string(d.name), std::string(d.value));
   }
   /// A spec viewing this record; `views` holds its defines and must outlive it.
   kernel_spec spec(std::vector<define>& views) const {
     views.clear();
     for (const auto& [n, v] : defines) views.push_back({n, v});
-    return kernel_spec{name, glsl, views, bindings, push_bytes, {}, texel_bindings, params_bytes};
+    return kernel_spec{name, glsl, views, bindings, push_bytes, {}, texel_bindings, params_bytes, local_size, constants};
   }
 };
 
@@ -130,7 +134,7 @@ struct pipeline {
 
 /// The warm list's bytes: version, count, then per kernel bindings, texel bindings, push
 /// bytes, parameter-buffer bytes, name, defines and source (strings as u32 length + bytes).
-inline constexpr std::uint32_t warm_list_version = 3;  ///< 2: texel bindings; 3: parameter buffers
+inline constexpr std::uint32_t warm_list_version = 4;  ///< 2: texel bindings; 3: parameter buffers; 4: constants
 
 inline std::vector<std::byte> serialize_warm_list(const std::vector<const kernel_record*>& used) {
   std::vector<std::byte> out;
@@ -150,6 +154,9 @@ inline std::vector<std::byte> serialize_warm_list(const std::vector<const kernel
     u32(r->texel_bindings);
     u32(r->push_bytes);
     u32(r->params_bytes);
+    u32(r->local_size);
+    u32(static_cast<std::uint32_t>(r->constants.size()));
+    for (std::uint32_t c : r->constants) u32(c);
     str(r->name);
     u32(static_cast<std::uint32_t>(r->defines.size()));
     for (const auto& [n, v] : r->defines) {
@@ -194,6 +201,10 @@ inline std::vector<kernel_record> parse_warm_list(std::span<const std::byte> in)
     r.texel_bindings = u32();
     r.push_bytes = u32();
     r.params_bytes = u32();
+    r.local_size = u32();
+    const std::uint32_t nc = u32();
+    if (nc > 64) ok = false;
+    for (std::uint32_t c = 0; ok && c < nc; ++c) r.constants.push_back(u32());
     r.name = str();
     const std::uint32_t nd = u32();
     for (std::uint32_t d = 0; ok && d < nd && d < 64; ++d) {
@@ -512,6 +523,7 @@ class shader_cache {
       key += '=';
       key += d.value;
     }
+    for (std::uint32_t c : k.constants) key += '|' + std::to_string(c);
     key += '#';
     key += std::to_string(std::hash<std::string_view>{}(k.glsl));
     return key;
@@ -752,9 +764,12 @@ class shader_cache {
     VkShaderModule module = VK_NULL_HANDLE;
     check(vkCreateShaderModule(dev_, &sm, nullptr, &module), "vkCreateShaderModule");
 
-    const std::uint32_t constants[2] = {workgroup_size_, elements_per_invocation_};
-    const VkSpecializationMapEntry entries[2] = {{0, 0, 4}, {1, 4, 4}};
-    VkSpecializationInfo spec{2, entries, sizeof(constants), constants};
+    std::vector<std::uint32_t> constants{workgroup_size_, elements_per_invocation_};
+    constants.insert(constants.end(), k.constants.begin(), k.constants.end());
+    std::vector<VkSpecializationMapEntry> entries(constants.size());
+    for (std::uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, 4 * i, 4};
+    VkSpecializationInfo spec{static_cast<std::uint32_t>(entries.size()), entries.data(), constants.size() * 4,
+                              constants.data()};
     VkComputePipelineCreateInfo ci{};
     ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
     ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;

@@ -201,12 +201,79 @@ struct reducer_text {
   std::vector<std::string> functions;
 };
 
-/// Assembles a structural kernel's source: the generated part, then kernels/reduce/ops.comp
-/// and the mode's template (`templates`, in order). Not a template: one copy serves all.
+/// What an op family adds to the generated part of its kernels (the prologue, epilogue,
+/// operand buffers and parameter members are every family's): a comment line, extensions,
+/// #defines, buffers after the operands' (extra_bindings of them), parameter-block members
+/// before the input's (`members`) and after it (`param_members`: its parameter tensors),
+/// helper functions (declared once with the ops'), and hooks after the epilogue.
+struct structural_family_text {
+  std::string comment, extensions, defines, buffers, members, param_members, hooks;
+  std::vector<std::string> functions;
+  std::uint32_t extra_bindings = 0;
+};
+
+/// The reduce and row families' part (kernels/reduce/ops.comp's hooks and defines).
+inline structural_family_text reduce_family_text(const structural_plan& sp, const reducer_text* red,
+                                                 std::string_view result_type) {
+  using namespace structural_text;
+  const std::string_view acc = sp.acc_float ? "float" : "int";
+  structural_family_text f;
+  f.comment = "// " + std::string(sp.mode == structural_mode::rows ? "rows" : "columns") + ", phase " +
+              std::to_string(sp.phase) + ", " + std::to_string(sp.wg) + " invocations" +
+              (sp.subgroup ? ", subgroup shuffles" : "") + (sp.cache ? ", line cache " + std::to_string(sp.cache) : "") +
+              (sp.params_buffer ? "; parameter buffer" : "") + "\n";
+  if (sp.subgroup) {
+    f.extensions += "#extension GL_KHR_shader_subgroup_basic : require\n";
+    f.extensions += "#extension GL_KHR_shader_subgroup_shuffle : require\n";
+  }
+  auto def = [&](std::string_view name, const std::string& v) { f.defines += "#define " + std::string(name) + " " + v + "\n"; };
+  def("KILN_OP", std::to_string(static_cast<int>(sp.op)));
+  def("KILN_ROW_OP", sp.row_op ? "1" : "0");
+  def("KILN_LOG", sp.log ? "1" : "0");
+  def("KILN_LARGEST", sp.largest ? "1" : "0");
+  def("KILN_PHASE", std::to_string(sp.phase));
+  def("KILN_WG", std::to_string(sp.wg) + "u");
+  def("KILN_CACHE", std::to_string(sp.cache));
+  def("KILN_SUBGROUP", sp.subgroup ? "1" : "0");
+  def("KILN_ACC", std::string(acc));
+  def("KILN_ACC_FLOAT", sp.acc_float ? "1" : "0");
+  def("KILN_RESULT", std::string(result_type));
+  def("KILN_WEIGHT", sp.params.size() > 0 ? "1" : "0");
+  def("KILN_BIAS", sp.params.size() > 1 ? "1" : "0");
+  if (sp.phase) {
+    f.buffers = "layout(std430, set = 0, binding = " + std::to_string(sp.bindings) + ") " +
+                (sp.phase == 1 ? "writeonly " : "readonly ") + "buffer kiln_partial_buf { vec4 kiln_partial[]; };\n";
+    f.extra_bindings = 1;
+  }
+  f.members = "  uint rows;\n  uint extent;\n  uint inner;\n  uint chunk;\n  uint chunks;\n  float eps;\n";
+  for (std::size_t q = 0; q < sp.params.size(); ++q) {
+    f.param_members += "  uint poff" + std::to_string(q) + ";\n  int pst" + std::to_string(q) + ";\n";
+  }
+  if (red) {
+    f.functions = red->functions;
+    f.hooks += std::string(acc) + " kiln_identity() { return " + substitute(red->identity, {}, acc, "a reducer's glsl_identity") + "; }\n";
+    f.hooks += std::string(acc) + " kiln_combine(" + std::string(acc) + " a, " + std::string(acc) + " b) { return " +
+               substitute(red->combine, {"a", "b"}, acc, "a reducer's glsl") + "; }\n";
+    f.hooks += "KILN_RESULT kiln_finalize(" + std::string(acc) + " v, float count) { return KILN_RESULT(" +
+               (red->finalize.empty() ? std::string("v") : substitute(red->finalize, {"v", "count"}, acc, "a reducer's glsl_finalize")) +
+               "); }\n";
+  }
+  const char* pname[2] = {"kiln_weight", "kiln_bias"};
+  for (std::size_t q = 0; q < sp.params.size() && q < 2; ++q) {
+    const std::string qs = std::to_string(q);
+    f.hooks += std::string("float ") + pname[q] + "(uint j) { return " +
+               load(sp.params[q], "uint(int(p.poff" + qs + ") + int(j) * p.pst" + qs + ")") + "; }\n";
+  }
+  return f;
+}
+
+/// Assembles a structural kernel's source: the generated part (the family's text around
+/// the prologue, epilogue, operand buffers and parameters), then the family's templates
+/// (`templates`, in order). Not a template: one copy serves all.
 inline structural_source assemble_structural(const structural_plan& sp, const emitter& pro, const std::string& pro_result,
                                              const emitter& epi, const std::string& epi_result,
                                              std::string_view epi_type, std::string_view result_type,
-                                             const reducer_text* red, std::string readable,
+                                             const structural_family_text& fam, std::string readable,
                                              std::initializer_list<std::string_view> templates) {
   using namespace structural_text;
   const std::string_view acc = sp.acc_float ? "float" : "int";
@@ -233,33 +300,14 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
   std::string s;
   s += "#version 450\n";
   s += "// kiln generated kernel: " + readable + "\n";
-  s += "// " + std::string(sp.mode == structural_mode::rows ? "rows" : "columns") + ", phase " +
-       std::to_string(sp.phase) + ", " + std::to_string(sp.wg) + " invocations" +
-       (sp.subgroup ? ", subgroup shuffles" : "") + (sp.cache ? ", line cache " + std::to_string(sp.cache) : "") +
-       (sp.params_buffer ? "; parameter buffer" : "") + "\n";
+  s += fam.comment;
   if (f16 || b16) s += "#extension GL_EXT_shader_16bit_storage : require\n";
   if (i8) {
     s += "#extension GL_EXT_shader_8bit_storage : require\n";
     s += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n";
   }
-  if (sp.subgroup) {
-    s += "#extension GL_KHR_shader_subgroup_basic : require\n";
-    s += "#extension GL_KHR_shader_subgroup_shuffle : require\n";
-  }
-  auto def = [&](std::string_view name, const std::string& v) { s += "#define " + std::string(name) + " " + v + "\n"; };
-  def("KILN_OP", std::to_string(static_cast<int>(sp.op)));
-  def("KILN_ROW_OP", sp.row_op ? "1" : "0");
-  def("KILN_LOG", sp.log ? "1" : "0");
-  def("KILN_LARGEST", sp.largest ? "1" : "0");
-  def("KILN_PHASE", std::to_string(sp.phase));
-  def("KILN_WG", std::to_string(sp.wg) + "u");
-  def("KILN_CACHE", std::to_string(sp.cache));
-  def("KILN_SUBGROUP", sp.subgroup ? "1" : "0");
-  def("KILN_ACC", std::string(acc));
-  def("KILN_ACC_FLOAT", sp.acc_float ? "1" : "0");
-  def("KILN_RESULT", std::string(result_type));
-  def("KILN_WEIGHT", sp.params.size() > 0 ? "1" : "0");
-  def("KILN_BIAS", sp.params.size() > 1 ? "1" : "0");
+  s += fam.extensions;
+  s += fam.defines;
   s += "\n";
 
   // Buffers: one per binding, with the dtype of its first use.
@@ -280,19 +328,16 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
     s += "layout(std430, set = 0, binding = " + b + ") " + qual + "buffer kiln_buf" + b + " { " +
          std::string(glsl_storage_type(u.type)) + " kiln_b" + b + "[]; };\n";
   }
-  if (sp.phase) {
-    s += "layout(std430, set = 0, binding = " + std::to_string(sp.bindings) + ") " +
-         (sp.phase == 1 ? "writeonly " : "readonly ") + "buffer kiln_partial_buf { vec4 kiln_partial[]; };\n";
-  }
+  s += fam.buffers;
 
   // Parameters (the order make_structural_args writes them in).
   if (sp.params_buffer) {
-    s += "\nlayout(std430, set = 0, binding = " + std::to_string(sp.bindings + (sp.phase ? 1 : 0)) +
+    s += "\nlayout(std430, set = 0, binding = " + std::to_string(sp.bindings + fam.extra_bindings) +
          ") readonly buffer kiln_params {\n";
   } else {
     s += "\nlayout(push_constant) uniform kiln_params {\n";
   }
-  s += "  uint rows;\n  uint extent;\n  uint inner;\n  uint chunk;\n  uint chunks;\n  float eps;\n";
+  s += fam.members;
   for (std::size_t o = 1; o <= LI; ++o) s += "  uint ioff" + std::to_string(o) + ";\n";
   if (any_strided(sp.in, 1)) {
     for (int d = 0; d < sp.in.rank; ++d) s += "  uint iext" + std::to_string(d) + ";\n";
@@ -301,9 +346,7 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
       for (int d = 0; d < sp.in.rank; ++d) s += "  int ist" + std::to_string(o) + "_" + std::to_string(d) + ";\n";
     }
   }
-  for (std::size_t q = 0; q < sp.params.size(); ++q) {
-    s += "  uint poff" + std::to_string(q) + ";\n  int pst" + std::to_string(q) + ";\n";
-  }
+  s += fam.param_members;
   for (std::size_t o = 0; o <= LO; ++o) s += "  uint off" + std::to_string(o) + ";\n";
   if (any_strided(sp.out, 0)) {
     for (int d = 0; d < sp.out.rank; ++d) s += "  uint ext" + std::to_string(d) + ";\n";
@@ -319,10 +362,8 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
   std::vector<std::string> functions = pro.functions;
   for (const std::string& f : epi.functions)
     if (std::find(functions.begin(), functions.end(), f) == functions.end()) functions.push_back(f);
-  if (red) {
-    for (const std::string& f : red->functions)
-      if (std::find(functions.begin(), functions.end(), f) == functions.end()) functions.push_back(f);
-  }
+  for (const std::string& f : fam.functions)
+    if (std::find(functions.begin(), functions.end(), f) == functions.end()) functions.push_back(f);
   for (const std::string& f : functions) s += f;
   if (pro.uses_f2i || epi.uses_f2i) s += f2i_glsl;
   if (b16) s += bf16_glsl;
@@ -382,20 +423,7 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
        "] = " + glsl_store(sp.out.operands[0].type, epi_type, "r") + ";\n}\n\n";
 
   // Op hooks.
-  if (red) {
-    s += std::string(acc) + " kiln_identity() { return " + substitute(red->identity, {}, acc, "a reducer's glsl_identity") + "; }\n";
-    s += std::string(acc) + " kiln_combine(" + std::string(acc) + " a, " + std::string(acc) + " b) { return " +
-         substitute(red->combine, {"a", "b"}, acc, "a reducer's glsl") + "; }\n";
-    s += "KILN_RESULT kiln_finalize(" + std::string(acc) + " v, float count) { return KILN_RESULT(" +
-         (red->finalize.empty() ? std::string("v") : substitute(red->finalize, {"v", "count"}, acc, "a reducer's glsl_finalize")) +
-         "); }\n";
-  }
-  const char* pname[2] = {"kiln_weight", "kiln_bias"};
-  for (std::size_t q = 0; q < sp.params.size() && q < 2; ++q) {
-    const std::string qs = std::to_string(q);
-    s += std::string("float ") + pname[q] + "(uint j) { return " +
-         load(sp.params[q], "uint(int(p.poff" + qs + ") + int(j) * p.pst" + qs + ")") + "; }\n";
-  }
+  s += fam.hooks;
   s += "\n";
   for (std::string_view t : templates) s += t;
   return structural_source{std::move(s), std::move(readable), sp, {}};
@@ -555,7 +583,93 @@ void scalar_word(std::vector<std::uint32_t>& w, const Sc& sc) {
   else w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(sc.value)));
 }
 
+/// A structural statement's operands: the input expression's leaves (in[1..LI]) and
+/// the epilogue's (out[0]: the output, out[value_operand]: the op's result).
+template <std::size_t LI, std::size_t LO>
+struct statement_operands {
+  operand_fact in[LI + 1], out[LO + 1];
+  std::size_t value_operand = 0;
+};
+
+template <class T, class B, class N, class S>
+auto gather_operands(const tensor<T, B>& out, const N& n, const S& s) {
+  statement_operands<leaf_count_v<decltype(s.arg)>, leaf_count_v<N>> f;
+  f.out[0] = {dtype_traits<T>::value, out.storage().get(), out.offset(), out.strides()};
+  std::size_t k = 1;
+  for_each_leaf(n, [&](const auto& op) {
+    using Op = std::remove_cvref_t<decltype(op)>;
+    if constexpr (is_tensor<Op>::value) {
+      f.out[k] = {dtype_traits<typename Op::value_type>::value, op.storage().get(), op.offset(),
+                  broadcast_strides(op, out.shape())};
+    } else {
+      f.out[k] = {dtype_traits<typename Op::value_type>::value, nullptr, 0, {}};
+      f.value_operand = k;
+    }
+    ++k;
+  });
+  k = 1;
+  for_each_leaf(s.arg, [&](const auto& t) {
+    using U = typename std::remove_cvref_t<decltype(t)>::value_type;
+    f.in[k++] = {dtype_traits<U>::value, t.storage().get(), t.offset(), broadcast_strides(t, s.input_shape)};
+  });
+  return f;
+}
+
+/// The prologue's and epilogue's operand plans (output first, then the epilogue's
+/// operands, then the input's: the binding order every family uses).
+template <std::size_t LI, std::size_t LO, std::size_t AI, std::size_t AO>
+void plan_operands(structural_plan& plan, const statement_operands<LI, LO>& f, const iteration_layout<AI>& in_lay,
+                   const iteration_layout<AO>& out_lay, binder& bind) {
+  static_assert(AI == LI && AO == LO);
+  plan.value_operand = f.value_operand;
+  fill_plan<LO>(plan.out, out_lay, f.out, bind, true);
+  fill_plan<LI>(plan.in, in_lay, f.in, bind, false);
+}
+
+/// The input's parameter words: its leaves' offsets, then its layout when strided.
+template <std::size_t LI>
+void input_words(std::vector<std::uint32_t>& w, const operand_fact* fin, const iteration_layout<LI>& in_lay,
+                 const kernel_plan& kp) {
+  for (std::size_t o = 1; o <= LI; ++o) word(w, fin[o].offset, "element offset");
+  layout_words<LI>(w, in_lay, kp, 1);
+}
+
+/// The epilogue's parameter words (offsets, layout when strided), then the scalars of
+/// both functions (n's, then s's input's); returns the number of scalars.
+template <std::size_t LO, class N, class S>
+std::size_t output_words(std::vector<std::uint32_t>& w, const operand_fact* fout, const iteration_layout<LO>& out_lay,
+                         const kernel_plan& kp, const N& n, const S& s) {
+  for (std::size_t o = 0; o <= LO; ++o) word(w, fout[o].offset, "element offset");
+  layout_words<LO>(w, out_lay, kp, 0);
+  std::size_t scalars = 0;
+  for_each_scalar(n, [&](const auto& sc) { scalar_word(w, sc), ++scalars; });
+  for_each_scalar(s.arg, [&](const auto& sc) { scalar_word(w, sc), ++scalars; });
+  return scalars;
+}
+
 }  // namespace structural_detail
+
+/// Emits the prologue (s's input expression) and the epilogue (n around s's result) of
+/// a structural kernel into pro and epi (made over the plan's `in` and `out`); readable:
+/// the statement, e.g. "gelu(add(matmul(a, w0), b))". Shared by every op family.
+template <class N, class S>
+void emit_structural_hooks(const N& n, const S& s, emitter& pro, emitter& epi, std::string& pro_result,
+                           std::string& epi_result, std::string& readable) {
+  pro.scalar_prefix = "t";
+  std::string in_readable;
+  pro_result = pro.emit(s.arg, in_readable);
+  epi.structural_readable = std::string(S::op_type::name) + "(" + in_readable;
+  for (std::size_t q = 0; q < std::tuple_size_v<decltype(s.params)>; ++q) epi.structural_readable += ", w" + std::to_string(q);
+  epi.structural_readable += ")";
+  epi_result = epi.emit(n, readable);
+}
+
+/// "<op>_<hash of the source>": a generated structural kernel's name.
+inline std::string structural_kernel_name(std::string_view op, const std::string& glsl) {
+  char name[48];
+  std::snprintf(name, sizeof name, "%.24s_%016llx", std::string(op).c_str(), static_cast<unsigned long long>(fnv1a(glsl)));
+  return name;
+}
 
 /// The source of the structural kernel of `out = n` under plan, once per process for each
 /// (T, N, plan) (as cached_source). Throws kiln::shader_error for a malformed GLSL body.
@@ -570,24 +684,49 @@ const structural_source& cached_structural_source(const N& n, const S& s, const 
   std::lock_guard lock(mutex);
   if (auto it = sources.find(key); it != sources.end()) return *it->second;
   emitter pro(plan.in), epi(plan.out);
-  pro.scalar_prefix = "t";
-  std::string in_readable, readable;
-  const std::string pro_result = pro.emit(s.arg, in_readable);
-  epi.structural_readable = std::string(Op::name) + "(" + in_readable;
-  for (std::size_t q = 0; q < std::tuple_size_v<decltype(s.params)>; ++q) epi.structural_readable += ", w" + std::to_string(q);
-  epi.structural_readable += ")";
-  const std::string epi_result = epi.emit(n, readable);
+  std::string pro_result, epi_result, readable;
+  emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
   reducer_text red;
   if constexpr (V::op == structural_op::reducer) red = V::text(plan.acc_float);
+  const std::string_view result_type = glsl_compute_type<typename S::value_type>();
   auto src = std::make_unique<structural_source>(assemble_structural(
-      plan, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(),
-      glsl_compute_type<typename S::value_type>(), V::op == structural_op::reducer ? &red : nullptr, std::move(readable),
+      plan, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(), result_type,
+      reduce_family_text(plan, V::op == structural_op::reducer ? &red : nullptr, result_type), std::move(readable),
       {ops_glsl, mode_glsl}));
-  char name[48];
-  std::snprintf(name, sizeof name, "%.24s_%016llx", std::string(Op::name).c_str(),
-                static_cast<unsigned long long>(fnv1a(src->glsl)));
-  src->name = name;
+  src->name = structural_kernel_name(Op::name, src->glsl);
   return *sources.emplace(std::move(key), std::move(src)).first->second;
+}
+
+/// How a reduce- or row-family kernel walks its input: the split around the axis (moved
+/// innermost when axis_last), the mode, and whether lines take the split pass.
+struct structural_walk {
+  axis_split split;
+  bool axis_last = false;
+  structural_mode mode = structural_mode::rows;
+  bool split_pass = false;
+  /// "vulkan.<op>.rows", ".columns" or ".rows split" (2 dispatches): kiln::kernel_variant.
+  std::string name(std::string_view op) const {
+    return "vulkan." + std::string(op) + (mode == structural_mode::columns ? ".columns" : split_pass ? ".rows split" : ".rows");
+  }
+};
+
+template <class S>
+structural_walk structural_walk_of(const S& s, const structural_options& opt) {
+  constexpr bool row_op = S::family == structural_family::row;
+  structural_walk w;
+  w.split = s.split();
+  // Row ops along another axis than the last walk it innermost: rows again. So do
+  // reductions over a long axis before the last: one invocation per output would loop
+  // past the 65535 iterations llvmpipe / lavapipe allow a shader loop (column mode walks
+  // axes up to column_extent_max only). Reduce outputs keep their row-major positions
+  // (o * inner + j), which is the order of rows in the axis-last walk.
+  constexpr index_t column_extent_max = 16384;
+  if constexpr (row_op) w.axis_last = w.split.inner > 1;
+  else w.axis_last = w.split.inner > 1 && !s.all && w.split.extent > column_extent_max;
+  if (w.axis_last) w.split = {w.split.outer * w.split.inner, w.split.extent, 1};
+  w.mode = !row_op && w.split.inner > 1 ? structural_mode::columns : structural_mode::rows;
+  w.split_pass = w.mode == structural_mode::rows && opt.split_from > 0 && w.split.extent >= opt.split_from;
+  return w;
 }
 
 /// Plans and generates the structural kernel of `out = n` (a planned tree: one structural
@@ -606,21 +745,10 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
   constexpr bool row_op = S::family == structural_family::row;
 
   structural_kernel kn;
-  axis_split sp = s.split();
+  const structural_walk walk = structural_walk_of(s, opt);
+  axis_split sp = walk.split;
   dim_order perm;
-  // Row ops along another axis than the last walk it innermost: rows again. So do
-  // reductions over a long axis before the last: one invocation per output would loop
-  // past the 65535 iterations llvmpipe / lavapipe allow a shader loop (column mode walks
-  // axes up to column_extent_max only). Reduce outputs keep their row-major positions
-  // (o * inner + j), which is the order of rows in the axis-last walk.
-  constexpr index_t column_extent_max = 16384;
-  bool axis_last = false;
-  if constexpr (row_op) axis_last = sp.inner > 1;
-  else axis_last = sp.inner > 1 && !s.all && sp.extent > column_extent_max;
-  if (axis_last) {
-    perm = dim_order::axis_last(s.input_shape.rank(), s.axis);
-    sp = {sp.outer * sp.inner, sp.extent, 1};
-  }
+  if (walk.axis_last) perm = dim_order::axis_last(s.input_shape.rank(), s.axis);
   const index_t outputs = row_op ? sp.outer * sp.extent : sp.outer * sp.inner;
   if (outputs == 0) {
     kn.empty = true;
@@ -635,25 +763,9 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
   const auto out_lay = row_op ? make_layout(out, n, perm) : make_layout(out, n);
 
   // operands, both functions; bindings shared by storage
-  operand_fact fin[LI + 1], fout[LO + 1];
-  fout[0] = {dtype_traits<T>::value, out.storage().get(), out.offset(), out.strides()};
-  std::size_t k = 1, value_operand = 0;
-  for_each_leaf(n, [&](const auto& op) {
-    using Op = std::remove_cvref_t<decltype(op)>;
-    if constexpr (is_tensor<Op>::value) {
-      fout[k] = {dtype_traits<typename Op::value_type>::value, op.storage().get(), op.offset(),
-                 broadcast_strides(op, out.shape())};
-    } else {
-      fout[k] = {dtype_traits<typename Op::value_type>::value, nullptr, 0, {}};
-      value_operand = k;
-    }
-    ++k;
-  });
-  k = 1;
-  for_each_leaf(s.arg, [&](const auto& t) {
-    using U = typename std::remove_cvref_t<decltype(t)>::value_type;
-    fin[k++] = {dtype_traits<U>::value, t.storage().get(), t.offset(), broadcast_strides(t, s.input_shape)};
-  });
+  const auto ops = gather_operands(out, n, s);
+  const operand_fact* fin = ops.in;
+  const operand_fact* fout = ops.out;
 
   structural_plan plan;
   plan.op = V::op;
@@ -661,10 +773,8 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
   plan.log = V::log;
   plan.largest = V::largest;
   plan.acc_float = is_floating_v<typename S::input_type>;
-  plan.value_operand = value_operand;
   binder bind;
-  fill_plan<LO>(plan.out, out_lay, fout, bind, true);
-  fill_plan<LI>(plan.in, in_lay, fin, bind, false);
+  plan_operands(plan, ops, in_lay, out_lay, bind);
   std::apply(
       [&](const auto&... q) {
         ((plan.params.push_back(operand_plan{dtype_traits<typename std::remove_cvref_t<decltype(q.t)>::value_type>::value,
@@ -677,7 +787,7 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
   // variant
   const index_t R = sp.extent;
   const std::uint32_t max_wg = pow2_floor(std::max<std::uint32_t>(std::min<std::uint32_t>(opt.max_workgroup, 256), 1));
-  plan.mode = !row_op && sp.inner > 1 ? structural_mode::columns : structural_mode::rows;
+  plan.mode = walk.mode;
   index_t chunk = std::max<index_t>(R, 1), chunks = 1;
   if (plan.mode == structural_mode::columns) {
     plan.wg = std::min<std::uint32_t>(max_wg, 64);
@@ -685,7 +795,7 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
     plan.wg = std::min<std::uint32_t>(max_wg, R >= 2048 ? 256 : 64);
     const std::uint32_t sg = opt.subgroup_size;
     plan.subgroup = sg > 1 && (sg & (sg - 1)) == 0 && plan.wg % sg == 0;
-    if (R >= opt.split_from && opt.split_from > 0) {
+    if (walk.split_pass) {
       const index_t wg = plan.wg;
       chunk = std::max<index_t>(std::max<index_t>(opt.split_from / 4, wg), (R + 1023) / 1024);
       chunk = (chunk + wg - 1) / wg * wg;
@@ -709,8 +819,7 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
   word(w, chunk, "chunk");
   word(w, chunks, "chunk count");
   w.push_back(std::bit_cast<std::uint32_t>(s.eps));
-  for (std::size_t o = 1; o <= LI; ++o) word(w, fin[o].offset, "element offset");
-  layout_words<LI>(w, in_lay, plan.in, 1);
+  input_words<LI>(w, fin, in_lay, plan.in);
   std::apply(
       [&](const auto&... q) {
         ((word(w, q.t.offset(), "element offset"),
@@ -718,11 +827,7 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
          ...);
       },
       s.params);
-  for (std::size_t o = 0; o <= LO; ++o) word(w, fout[o].offset, "element offset");
-  layout_words<LO>(w, out_lay, plan.out, 0);
-  std::size_t scalars = 0;
-  for_each_scalar(n, [&](const auto& sc) { scalar_word(w, sc), ++scalars; });
-  for_each_scalar(s.arg, [&](const auto& sc) { scalar_word(w, sc), ++scalars; });
+  [[maybe_unused]] const std::size_t scalars = output_words<LO>(w, fout, out_lay, plan.out, n, s);
   plan.params_buffer = opt.max_push_bytes && w.size() * 4 > opt.max_push_bytes;
   KILN_ASSERT(w.size() == structural_param_words(plan, scalars));
 

@@ -75,8 +75,9 @@ inline void record_structural(context_state& ctx, const structural_kernel& kn, c
   // partials: freed when the last dispatch reading them completes (storage's deferred free)
 }
 
+/// out = n for a planned tree whose structural node is of the reduce or row family.
 template <class T, class B, class N>
-void record_structural_kernel(const tensor<T, B>& out, const N& n) {
+void record_reduce_kernel(const tensor<T, B>& out, const N& n) {
   context_state& ctx = *out.storage()->ctx;
   require_storage_width<T>(ctx);
   const auto& s = find_structural(n);
