@@ -9,10 +9,13 @@
 //   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
 //   rows_dot  N <= 4 (tall and skinny, a matrix times a vector): dot products of a's rows
 //           with b's few columns; a is read once and never packed.
-//   packed  everything else: BLIS-style. b is packed per block of columns into NR-column
-//           panels (K x nc floats, sized to half the L3), then tasks over (row block,
-//           column range) pack MR-row panels of a per kc step (kc sized so a panel of b
-//           stays in L1, a row block of a in half the L2) and run the micro-kernel.
+//   packed  everything else: BLIS-style, loops nc (columns) > kc (depth) > row blocks.
+//           Per (nc, kc) block, b is packed into NR-column panels (kc x nc floats in a
+//           quarter of the L3, shared by the threads), then tasks over (row block,
+//           column range) pack MR-row panels of a (kc so that a panel of b stays in L1,
+//           a row block of a in half the L2) and run the micro-kernel, accumulating over
+//           kc steps in the output (a bare product) or in a buffer of row chunks x nc
+//           (at most 16 MiB) that the epilogue reads once the last kc step is done.
 // Every path hands each finished row segment to the epilogue (structural_io::store)
 // once; the bare `y = kiln::matmul(a, b)` into a contiguous f32 tensor accumulates in y
 // itself. a's prologue is evaluated row segment by row segment as it is packed.
@@ -308,90 +311,96 @@ struct gemm {
 
   /// BLIS-style blocked product (see the top of this file).
   void packed(const problem& pr, int threads) const {
-    const index_t K_ = K(), N_ = N(), rows = pr.rows();
+    const index_t K_ = K(), N_ = N();
     const cache_sizes& cs = caches();
     const index_t kc_max = std::clamp<index_t>(index_t(cs.l1 / 2 / (NR * sizeof(float))), 64, 1024);
     const index_t kc = ceil_div(K_, ceil_div(K_, kc_max));
     const index_t mc_max = std::clamp<index_t>(index_t(cs.l2 / 2 / (kc * sizeof(float))) / MR * MR, MR, 1020);
-    // Row blocks of whole MR-row panels, as even as panels allow and a multiple of the
-    // thread count (512 rows on 2 threads: 6 blocks of 14-15 panels, 43 panels a thread).
-    const index_t rpanels = ceil_div(rows, MR);
-    index_t mblocks = ceil_div(rows, mc_max);
-    if (threads > 1) mblocks = std::min(round_up(mblocks, threads), rpanels);
-    const auto block_rows = [&](index_t mb) {  // [first, last) row of block mb
-      return std::pair<index_t, index_t>{std::min(rows, mb * rpanels / mblocks * MR),
-                                         std::min(rows, (mb + 1) * rpanels / mblocks * MR)};
-    };
-    const index_t nc_max = std::max<index_t>(NR, index_t(cs.l3 / 4 / (K_ * sizeof(float))) / NR * NR);
+    // a block of b (kc x nc) shared by all threads in a quarter of the L3
+    const index_t nc_max = std::max<index_t>(NR, index_t(cs.l3 / 4 / (kc * sizeof(float))) / NR * NR);
     const index_t njc = ceil_div(N_, nc_max);
     const index_t nc = round_up(ceil_div(N_, njc), NR);
+    // rows go in chunks whose accumulators (chunk x nc floats) stay within 16 MiB
+    const index_t chunk_max = direct ? pr.rows() : std::max<index_t>(MR * 16, (index_t(4) << 20) / nc / MR * MR);
+    const index_t nchunks = ceil_div(pr.rows(), chunk_max);
 
     const BT* b = op.b + pr.boff;
     const strided<BT> bm{b, op.brs, op.bcs};
-    float* bpack = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(K_ * nc) * sizeof(float)));
-    for (index_t jc = 0; jc < N_; jc += nc) {
-      const index_t ncb = std::min(nc, N_ - jc);
-      const index_t panels = ceil_div(ncb, NR);
-      // panels packed in groups: a row-major b is then read in runs of group * NR
-      // floats per k (whole cache lines, a stream the prefetcher follows), not NR
-      constexpr index_t group = 8;
-      const index_t groups = ceil_div(panels, group);
-      cpu_loop::for_tasks(groups, std::min<int>(threads, int(groups)), [&](index_t gi) {
-        const index_t q0 = gi * group, q1 = std::min(panels, q0 + group);
-        for (index_t k0 = 0; k0 < K_; k0 += 64) {
-          const index_t kb = std::min<index_t>(64, K_ - k0);
-          for (index_t q = q0; q < q1; ++q) {
-            const index_t n = jc + q * NR;
-            const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
-            pack_b_panel<A>(part, kb, n, std::min<index_t>(NR, N_ - n), bpack + (q * K_ + k0) * NR);
-          }
-        }
-      });
-      index_t nsplit = 1;
-      if (threads > 1 && mblocks < 2 * threads) nsplit = std::min(panels, ceil_div(2 * threads, mblocks));
-      const index_t tasks = mblocks * nsplit;
-      cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
-        const index_t mb = t / nsplit, ns = t % nsplit;
-        const auto [b0, b1] = block_rows(mb);
-        const index_t m0 = pr.r0 + b0, mr_rows = b1 - b0;
-        const index_t p0 = ns * panels / nsplit, p1 = (ns + 1) * panels / nsplit;
-        const index_t n0 = jc + p0 * NR, n1 = std::min(N_, jc + p1 * NR), w = (p1 - p0) * NR;
-        const index_t apanels = ceil_div(mr_rows, MR);
-        std::size_t floats = std::size_t(apanels * MR * kc + kc);
-        if (!direct) floats += std::size_t(mr_rows * w);
-        float* apack = reinterpret_cast<float*>(cpu_scheduler::scratch(floats * sizeof(float)));
-        float* tmp = apack + apanels * MR * kc;
-        float* acc = tmp + kc;
-        float* cbase = direct ? direct + m0 * N_ + n0 : acc;
-        const index_t ldc = direct ? N_ : w;
+    float* bpack = reinterpret_cast<float*>(cpu_scheduler::scratch(
+        std::size_t(kc * nc + (direct ? 0 : std::min(chunk_max, pr.rows()) * nc)) * sizeof(float)));
+    float* accbuf = bpack + kc * nc;
+    for (index_t ch = 0; ch < nchunks; ++ch) {
+      const index_t c0 = pr.r0 + ch * pr.rows() / nchunks, c1 = pr.r0 + (ch + 1) * pr.rows() / nchunks;
+      const index_t rows = c1 - c0;
+      // Row blocks of whole MR-row panels, as even as panels allow and a multiple of the
+      // thread count (512 rows on 2 threads: 6 blocks of 14-15 panels, 43 panels a thread).
+      const index_t rpanels = ceil_div(rows, MR);
+      index_t mblocks = ceil_div(rows, mc_max);
+      if (threads > 1) mblocks = std::min(round_up(mblocks, threads), rpanels);
+      const auto block_rows = [&](index_t mb) {  // [first, last) row of block mb, from c0
+        return std::pair<index_t, index_t>{std::min(rows, mb * rpanels / mblocks * MR),
+                                           std::min(rows, (mb + 1) * rpanels / mblocks * MR)};
+      };
+      for (index_t jc = 0; jc < N_; jc += nc) {
+        const index_t ncb = std::min(nc, N_ - jc);
+        const index_t panels = ceil_div(ncb, NR);
+        float* cbase = direct ? direct + c0 * N_ + jc : accbuf;
+        const index_t ldc = direct ? N_ : ncb;
+        index_t nsplit = 1;
+        if (threads > 1 && mblocks < 2 * threads) nsplit = std::min(panels, ceil_div(2 * threads, mblocks));
+        const index_t tasks = mblocks * nsplit;
         for (index_t k0 = 0; k0 < K_; k0 += kc) {
           const index_t kcb = std::min(kc, K_ - k0);
-          for (index_t ip = 0; ip < apanels; ++ip) {
-            float* panel = apack + ip * MR * kcb;
-            const int prow = int(std::min<index_t>(MR, mr_rows - ip * MR));
-            for (index_t i = (ip + 1) * MR; i < std::min<index_t>((ip + 2) * MR, mr_rows); ++i) {
-              a_prefetch(m0 + i, k0, kcb);  // the next panel's rows while this one packs
+          // panels packed in groups: a row-major b is then read in runs of group * NR
+          // floats per k (whole cache lines, a stream the prefetcher follows), not NR
+          constexpr index_t group = 8;
+          const index_t groups = ceil_div(panels, group);
+          cpu_loop::for_tasks(groups, std::min<int>(threads, int(groups)), [&](index_t gi) {
+            const index_t q0 = gi * group, q1 = std::min(panels, q0 + group);
+            for (index_t q = q0; q < q1; ++q) {
+              const index_t n = jc + q * NR;
+              const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
+              pack_b_panel<A>(part, kcb, n, std::min<index_t>(NR, N_ - n), bpack + q * kcb * NR);
             }
-            for (int i = 0; i < prow; ++i) pack_a_row<A>(a_row(m0 + ip * MR + i, k0, kcb, tmp), i, kcb, panel);
-            pad_a_panel<A>(prow, kcb, panel);
-          }
+          });
           const bool add = k0 > 0;
-          for (index_t p = p0; p < p1; ++p) {
-            const float* bpan = bpack + (p * K_ + k0) * NR;
-            const int nr = int(std::min<index_t>(NR, N_ - (jc + p * NR)));
+          cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
+            const index_t mb = t / nsplit, ns = t % nsplit;
+            const auto [b0, b1] = block_rows(mb);
+            const index_t mr_rows = b1 - b0;
+            const index_t p0 = ns * panels / nsplit, p1 = (ns + 1) * panels / nsplit;
+            const index_t apanels = ceil_div(mr_rows, MR);
+            float* apack = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(apanels * MR * kcb + kcb) * sizeof(float)));
+            float* tmp = apack + apanels * MR * kcb;
             for (index_t ip = 0; ip < apanels; ++ip) {
-              const float* apan = apack + ip * MR * kcb;
-              const int mr = int(std::min<index_t>(MR, mr_rows - ip * MR));
-              float* c = cbase + ip * MR * ldc + (p - p0) * NR;
-              if (mr == MR && nr == NR) micro<A, true>(kcb, apan, bpan, NR, c, ldc, add);
-              else micro_edge<A, true>(kcb, apan, bpan, NR, c, ldc, add, mr, nr);
+              float* panel = apack + ip * MR * kcb;
+              const int prow = int(std::min<index_t>(MR, mr_rows - ip * MR));
+              for (index_t i = (ip + 1) * MR; i < std::min<index_t>((ip + 2) * MR, mr_rows); ++i) {
+                a_prefetch(c0 + b0 + i, k0, kcb);  // the next panel's rows while this one packs
+              }
+              for (int i = 0; i < prow; ++i) pack_a_row<A>(a_row(c0 + b0 + ip * MR + i, k0, kcb, tmp), i, kcb, panel);
+              pad_a_panel<A>(prow, kcb, panel);
             }
-          }
+            for (index_t p = p0; p < p1; ++p) {
+              const float* bpan = bpack + p * kcb * NR;
+              const int nr = int(std::min<index_t>(NR, ncb - p * NR));
+              for (index_t ip = 0; ip < apanels; ++ip) {
+                const float* apan = apack + ip * MR * kcb;
+                const int mr = int(std::min<index_t>(MR, mr_rows - ip * MR));
+                float* c = cbase + (b0 + ip * MR) * ldc + p * NR;
+                if (mr == MR && nr == NR) micro<A, true>(kcb, apan, bpan, NR, c, ldc, add);
+                else micro_edge<A, true>(kcb, apan, bpan, NR, c, ldc, add, mr, nr);
+              }
+            }
+          });
         }
-        if (!direct) {
-          for (index_t i = 0; i < mr_rows; ++i) store_row(m0 + i, n0, n1, acc + i * w);
+        if (!direct) {  // the epilogue, once per finished row segment
+          cpu_loop::for_tasks(mblocks, std::min<int>(threads, int(mblocks)), [&](index_t mb) {
+            const auto [b0, b1] = block_rows(mb);
+            for (index_t i = b0; i < b1; ++i) store_row(c0 + i, jc, jc + ncb, accbuf + i * ncb);
+          });
         }
-      });
+      }
     }
   }
 
