@@ -357,9 +357,13 @@ struct gemm {
           const index_t groups = ceil_div(panels, group);
           cpu_loop::for_tasks(groups, std::min<int>(threads, int(groups)), [&](index_t gi) {
             const index_t q0 = gi * group, q1 = std::min(panels, q0 + group);
-            for (index_t q = q0; q < q1; ++q) {
+            const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
+            const index_t full = std::min(q1, (N_ - jc) / NR);  // panels without an edge
+            if (bm.cs == 1 && q0 < full) {  // row by row: group * NR elements read in one run
+              pack_b_rows<A>(part, kcb, jc + q0 * NR, full - q0, bpack + q0 * kcb * NR);
+            }
+            for (index_t q = bm.cs == 1 ? std::max(q0, full) : q0; q < q1; ++q) {
               const index_t n = jc + q * NR;
-              const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
               pack_b_panel<A>(part, kcb, n, std::min<index_t>(NR, N_ - n), bpack + q * kcb * NR);
             }
           });

@@ -123,4 +123,19 @@ void pack_b_panel(const strided<U>& b, index_t K, index_t n0, index_t nr, float*
   }
 }
 
+/// Packs `panels` whole NR-column panels of a row-major b (cs == 1) from column n0, K
+/// rows, into consecutive panels at dst: row by row, so that each row is read in one
+/// run of panels * NR elements (a panel at a time would touch every row's page per panel).
+template <class A, class U>
+void pack_b_rows(const strided<U>& b, index_t K, index_t n0, index_t panels, float* dst) noexcept {
+  constexpr int NR = tile<A>::NR;
+  for (index_t k = 0; k < K; ++k) {
+    const U* src = b.at(k, n0);
+    for (index_t q = 0; q < panels; ++q) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; j += tile<A>::L) vstore<A>(dst + (q * K + k) * NR + j, vload<A>(src + q * NR + j));
+    }
+  }
+}
+
 }  // namespace kiln::detail::cpu_gemm
