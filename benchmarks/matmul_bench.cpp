@@ -11,7 +11,9 @@
 //                             one kernel, kiln as two statements, OpenBLAS followed by an
 //                             Eigen epilogue (vectorised erf).
 // OpenBLAS runs with openblas_set_num_threads(T); Eigen's GEMM with Eigen::setNbThreads(T)
-// when built with OpenMP (else 1 thread; its name says so).
+// when built with OpenMP (else 1 thread; its name says so). OpenBLAS's idle workers spin
+// for about 2^28 cycles after each call, taking a core from whatever runs next: run with
+// OPENBLAS_THREAD_TIMEOUT=4 (read when the library loads) for a fair 2-thread comparison.
 #include <kiln/kiln.hpp>
 
 #include <Eigen/Core>
