@@ -22,6 +22,8 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -329,6 +331,7 @@ struct gemm {
     float* bpack = reinterpret_cast<float*>(cpu_scheduler::scratch(
         std::size_t(kc * nc + (direct ? 0 : std::min(chunk_max, pr.rows()) * nc)) * sizeof(float)));
     float* accbuf = bpack + kc * nc;
+    const auto packed_state = std::make_unique<std::atomic<std::uint8_t>[]>(std::size_t(ceil_div(nc, NR * 8)));
     for (index_t ch = 0; ch < nchunks; ++ch) {
       const index_t c0 = pr.r0 + ch * pr.rows() / nchunks, c1 = pr.r0 + (ch + 1) * pr.rows() / nchunks;
       const index_t rows = c1 - c0;
@@ -351,22 +354,34 @@ struct gemm {
         const index_t tasks = mblocks * nsplit;
         for (index_t k0 = 0; k0 < K_; k0 += kc) {
           const index_t kcb = std::min(kc, K_ - k0);
-          // panels packed in groups: a row-major b is then read in runs of group * NR
-          // floats per k (whole cache lines, a stream the prefetcher follows), not NR
+          // b's block is packed on first use, in groups of panels (a row-major b is then
+          // read in runs of group * NR floats per k, not NR): the first task to need a
+          // group packs it while the others compute on groups already packed, so packing
+          // needs no phase of its own (nor a barrier after it). A task needing a group
+          // another is packing waits for it; one nobody has claimed, it packs itself.
           constexpr index_t group = 8;
           const index_t groups = ceil_div(panels, group);
-          cpu_loop::for_tasks(groups, std::min<int>(threads, int(groups)), [&](index_t gi) {
-            const index_t q0 = gi * group, q1 = std::min(panels, q0 + group);
-            const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
-            const index_t full = std::min(q1, (N_ - jc) / NR);  // panels without an edge
-            if (bm.cs == 1 && q0 < full) {  // row by row: group * NR elements read in one run
-              pack_b_rows<A>(part, kcb, jc + q0 * NR, full - q0, bpack + q0 * kcb * NR);
+          for (index_t gi = 0; gi < groups; ++gi) packed_state[gi].store(0, std::memory_order_relaxed);
+          const auto ensure_packed = [&](index_t gi) {
+            std::atomic<std::uint8_t>& st = packed_state[gi];
+            if (st.load(std::memory_order_acquire) == 2) return;
+            std::uint8_t expect = 0;
+            if (st.compare_exchange_strong(expect, 1, std::memory_order_acq_rel)) {
+              const index_t q0 = gi * group, q1 = std::min(panels, q0 + group);
+              const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
+              const index_t full = std::min(q1, (N_ - jc) / NR);  // panels without an edge
+              if (bm.cs == 1 && q0 < full) {
+                pack_b_rows<A>(part, kcb, jc + q0 * NR, full - q0, bpack + q0 * kcb * NR);
+              }
+              for (index_t q = bm.cs == 1 ? std::max(q0, full) : q0; q < q1; ++q) {
+                const index_t n = jc + q * NR;
+                pack_b_panel<A>(part, kcb, n, std::min<index_t>(NR, N_ - n), bpack + q * kcb * NR);
+              }
+              st.store(2, std::memory_order_release);
+              return;
             }
-            for (index_t q = bm.cs == 1 ? std::max(q0, full) : q0; q < q1; ++q) {
-              const index_t n = jc + q * NR;
-              pack_b_panel<A>(part, kcb, n, std::min<index_t>(NR, N_ - n), bpack + q * kcb * NR);
-            }
-          });
+            while (st.load(std::memory_order_acquire) != 2) cpu_relax();
+          };
           const bool add = k0 > 0;
           cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
             const index_t mb = t / nsplit, ns = t % nsplit;
@@ -385,7 +400,12 @@ struct gemm {
               for (int i = 0; i < prow; ++i) pack_a_row<A>(a_row(c0 + b0 + ip * MR + i, k0, kcb, tmp), i, kcb, panel);
               pad_a_panel<A>(prow, kcb, panel);
             }
-            for (index_t p = p0; p < p1; ++p) {
+            // tasks start at different groups (by row block), so that at the start of a
+            // step the threads pack different groups side by side
+            const index_t span = p1 - p0, start = threads > 1 ? (mb % threads) * span / threads : 0;
+            for (index_t i = 0; i < span; ++i) {
+              const index_t p = p0 + (start + i) % span;
+              ensure_packed(p / group);
               const float* bpan = bpack + p * kcb * NR;
               const int nr = int(std::min<index_t>(NR, ncb - p * NR));
               for (index_t ip = 0; ip < apanels; ++ip) {
