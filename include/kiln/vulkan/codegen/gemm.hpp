@@ -180,7 +180,7 @@ inline gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, c
   }
   if (kind == gemm_kind::tiled) return tiled(kind, d.M < 64 || d.N < 64);
   if (kind == gemm_kind::splitk) {
-    gemm_choice c = tiled(kind, true);
+    gemm_choice c = tiled(kind, !dev.cpu);  // CPU: the parallelism is in the K chunks, 64x64 tiles
     const std::uint64_t want = std::clamp<std::uint64_t>(std::uint64_t(d.K) / 1024, 2, 32);
     c.kchunk = splitk_chunk(d.K, want, c.bk);
     c.splits = static_cast<std::uint32_t>(ceil_div(std::max<std::uint64_t>(std::uint64_t(d.K), 1), c.kchunk));
