@@ -481,7 +481,11 @@ inline constexpr std::string_view gemm_tiled = R"kiln_glsl(// kernels/gemm/tiled
 // k-major, and each invocation accumulates a TM x TN block (TM, TN multiples of 4) from
 // vec4 reads of both tiles. KILN_A4: a read four k at a time (K % 4 == 0); KILN_B4N /
 // KILN_B4K: b read as vec4 along n / along k. Out-of-range elements stage as zeros, so
-// the sums over k never see them; out-of-range outputs are not stored.
+// the sums over k never see them; out-of-range outputs are not stored. The loops over the
+// register block are [[unroll]] (the accumulators stay in registers: on lavapipe a
+// shared-memory vector read is a loop over the SIMD lanes, so large blocks pay); the
+// loop over k within a tile is not (compile time), the staging loops are left to the
+// compiler.
 // KILN_PHASE 0: the epilogue writes each output; 1 (split-K): partial sums over the task's
 //   K chunk go to kiln_partial[kc * outputs + position], merged by merge.comp.
 layout(local_size_x_id = 2) in;
@@ -509,83 +513,102 @@ void main() {
   uint tx = lid % (BN / TN), ty = lid / (BN / TN);
 
   vec4 acc[TM * (TN / 4u)];
-  for (uint i = 0u; i < TM * (TN / 4u); ++i) acc[i] = vec4(0.0);
+  [[unroll]] for (uint i = 0u; i < TM * (TN / 4u); ++i) acc[i] = vec4(0.0);
   uint kb = kc * p.kchunk, ke = min(p.K, kb + p.kchunk);
 
   for (uint k0 = kb; k0 < ke; k0 += BK) {
-    // a: BM rows x BK k
+    // a: BM rows x BK k (constant trip counts, so the loops unroll)
 #if KILN_A4
-    for (uint i = lid; i < BM * (BK / 4u); i += WG) {
-      uint m = i / (BK / 4u), kq = (i % (BK / 4u)) * 4u;
-      uint gm = m0 + m, gk = k0 + kq;
-      vec4 v = vec4(0.0);
-      if (gm < p.M && gk < ke) v = kiln_a4(apos + gm * p.K + gk);  // K % 4 == 0: all four in range
-      uint at = kq * (BM / 4u) + m / 4u;
-      kiln_as[at][m % 4u] = v.x;
-      kiln_as[at + BM / 4u][m % 4u] = v.y;
-      kiln_as[at + 2u * (BM / 4u)][m % 4u] = v.z;
-      kiln_as[at + 3u * (BM / 4u)][m % 4u] = v.w;
+    const uint A_ITEMS = BM * (BK / 4u);
+    for (uint r = 0u; r < (A_ITEMS + WG - 1u) / WG; ++r) {
+      uint i = r * WG + lid;
+      if (A_ITEMS % WG == 0u || i < A_ITEMS) {
+        uint m = i / (BK / 4u), kq = (i % (BK / 4u)) * 4u;
+        uint gm = m0 + m, gk = k0 + kq;
+        vec4 v = vec4(0.0);
+        if (gm < p.M && gk < ke) v = kiln_a4(apos + gm * p.K + gk);  // K % 4 == 0: all four in range
+        uint at = kq * (BM / 4u) + m / 4u;
+        kiln_as[at][m % 4u] = v.x;
+        kiln_as[at + BM / 4u][m % 4u] = v.y;
+        kiln_as[at + 2u * (BM / 4u)][m % 4u] = v.z;
+        kiln_as[at + 3u * (BM / 4u)][m % 4u] = v.w;
+      }
     }
 #else
-    for (uint i = lid; i < BM * BK; i += WG) {
-      uint m = i / BK, kk = i % BK;
-      uint gm = m0 + m, gk = k0 + kk;
-      float v = 0.0;
-      if (gm < p.M && gk < ke) v = kiln_prologue(apos + gm * p.K + gk);
-      kiln_as[kk * (BM / 4u) + m / 4u][m % 4u] = v;
+    const uint A_ITEMS = BM * BK;
+    for (uint r = 0u; r < (A_ITEMS + WG - 1u) / WG; ++r) {
+      uint i = r * WG + lid;
+      if (A_ITEMS % WG == 0u || i < A_ITEMS) {
+        uint m = i / BK, kk = i % BK;
+        uint gm = m0 + m, gk = k0 + kk;
+        float v = 0.0;
+        if (gm < p.M && gk < ke) v = kiln_prologue(apos + gm * p.K + gk);
+        kiln_as[kk * (BM / 4u) + m / 4u][m % 4u] = v;
+      }
     }
 #endif
     // b: BK k x BN columns
 #if KILN_B4N
-    for (uint i = lid; i < BK * (BN / 4u); i += WG) {
-      uint kk = i / (BN / 4u), nq = (i % (BN / 4u)) * 4u;
-      uint gk = k0 + kk, gn = n0 + nq;
-      vec4 v = vec4(0.0);
-      if (gk < ke && gn < p.N) v = kiln_b4(uint(int(belem) + int(gk) * p.bsk + int(gn)));
-      kiln_bs[i] = v;
+    const uint B_ITEMS = BK * (BN / 4u);
+    for (uint r = 0u; r < (B_ITEMS + WG - 1u) / WG; ++r) {
+      uint i = r * WG + lid;
+      if (B_ITEMS % WG == 0u || i < B_ITEMS) {
+        uint kk = i / (BN / 4u), nq = (i % (BN / 4u)) * 4u;
+        uint gk = k0 + kk, gn = n0 + nq;
+        vec4 v = vec4(0.0);
+        if (gk < ke && gn < p.N) v = kiln_b4(uint(int(belem) + int(gk) * p.bsk + int(gn)));
+        kiln_bs[i] = v;
+      }
     }
 #elif KILN_B4K
-    for (uint i = lid; i < BN * (BK / 4u); i += WG) {
-      uint n = i / (BK / 4u), kq = (i % (BK / 4u)) * 4u;
-      uint gn = n0 + n, gk = k0 + kq;
-      vec4 v = vec4(0.0);
-      if (gn < p.N && gk < ke) v = kiln_b4(uint(int(belem) + int(gn) * p.bsn + int(gk)));
-      uint at = kq * (BN / 4u) + n / 4u;
-      kiln_bs[at][n % 4u] = v.x;
-      kiln_bs[at + BN / 4u][n % 4u] = v.y;
-      kiln_bs[at + 2u * (BN / 4u)][n % 4u] = v.z;
-      kiln_bs[at + 3u * (BN / 4u)][n % 4u] = v.w;
+    const uint B_ITEMS = BN * (BK / 4u);
+    for (uint r = 0u; r < (B_ITEMS + WG - 1u) / WG; ++r) {
+      uint i = r * WG + lid;
+      if (B_ITEMS % WG == 0u || i < B_ITEMS) {
+        uint n = i / (BK / 4u), kq = (i % (BK / 4u)) * 4u;
+        uint gn = n0 + n, gk = k0 + kq;
+        vec4 v = vec4(0.0);
+        if (gn < p.N && gk < ke) v = kiln_b4(uint(int(belem) + int(gn) * p.bsn + int(gk)));
+        uint at = kq * (BN / 4u) + n / 4u;
+        kiln_bs[at][n % 4u] = v.x;
+        kiln_bs[at + BN / 4u][n % 4u] = v.y;
+        kiln_bs[at + 2u * (BN / 4u)][n % 4u] = v.z;
+        kiln_bs[at + 3u * (BN / 4u)][n % 4u] = v.w;
+      }
     }
 #else
-    for (uint i = lid; i < BK * BN; i += WG) {
-      uint kk = i / BN, n = i % BN;
-      uint gk = k0 + kk, gn = n0 + n;
-      float v = 0.0;
-      if (gk < ke && gn < p.N) v = kiln_b(uint(int(belem) + int(gk) * p.bsk + int(gn) * p.bsn));
-      kiln_bs[kk * (BN / 4u) + n / 4u][n % 4u] = v;
+    const uint B_ITEMS = BK * BN;
+    for (uint r = 0u; r < (B_ITEMS + WG - 1u) / WG; ++r) {
+      uint i = r * WG + lid;
+      if (B_ITEMS % WG == 0u || i < B_ITEMS) {
+        uint kk = i / BN, n = i % BN;
+        uint gk = k0 + kk, gn = n0 + n;
+        float v = 0.0;
+        if (gk < ke && gn < p.N) v = kiln_b(uint(int(belem) + int(gk) * p.bsk + int(gn) * p.bsn));
+        kiln_bs[kk * (BN / 4u) + n / 4u][n % 4u] = v;
+      }
     }
 #endif
     barrier();
-    for (uint kk = 0u; kk < BK; ++kk) {
+    [[dont_unroll]] for (uint kk = 0u; kk < BK; ++kk) {
       vec4 av[TM / 4u];
       vec4 bv[TN / 4u];
-      for (uint i = 0u; i < TM / 4u; ++i) av[i] = kiln_as[kk * (BM / 4u) + ty * (TM / 4u) + i];
-      for (uint j = 0u; j < TN / 4u; ++j) bv[j] = kiln_bs[kk * (BN / 4u) + tx * (TN / 4u) + j];
-      for (uint i = 0u; i < TM; ++i) {
+      [[unroll]] for (uint i = 0u; i < TM / 4u; ++i) av[i] = kiln_as[kk * (BM / 4u) + ty * (TM / 4u) + i];
+      [[unroll]] for (uint j = 0u; j < TN / 4u; ++j) bv[j] = kiln_bs[kk * (BN / 4u) + tx * (TN / 4u) + j];
+      [[unroll]] for (uint i = 0u; i < TM; ++i) {
         float a = av[i / 4u][i % 4u];
-        for (uint j = 0u; j < TN / 4u; ++j) acc[i * (TN / 4u) + j] += a * bv[j];
+        [[unroll]] for (uint j = 0u; j < TN / 4u; ++j) acc[i * (TN / 4u) + j] += a * bv[j];
       }
     }
     barrier();
   }
 
   uint outputs = p.batches * p.M * p.N;
-  for (uint i = 0u; i < TM; ++i) {
+  [[unroll]] for (uint i = 0u; i < TM; ++i) {
     uint m = m0 + ty * TM + i;
-    if (m >= p.M) break;
-    for (uint j = 0u; j < TN; ++j) {
+    [[unroll]] for (uint j = 0u; j < TN; ++j) {
       uint n = n0 + tx * TN + j;
-      if (n >= p.N) break;
+      if (m >= p.M || n >= p.N) continue;
       float v = acc[i * (TN / 4u) + j / 4u][j % 4u];
       uint pos = (bo * p.M + m) * p.N + n;
 #if KILN_PHASE == 1

@@ -6,7 +6,8 @@
 // Variants (select_gemm; kiln::kernel_variant names the one a statement runs):
 //   naive   shared-memory tiles, one output per invocation (the floor; only when forced)
 //   tiled   BM x BN tiles staged in shared memory, TM x TN outputs per invocation, vec4
-//           loads of a (K % 4 == 0) and of b (n- or k-contiguous f32, aligned)
+//           loads of a (K % 4 == 0) and of b (n- or k-contiguous f32, aligned); on CPU
+//           devices (lavapipe) up to 128x128 tiles of 32x16 blocks, BK 32
 //   matvec  M <= 4 (decode): a workgroup per group of outputs; over K either reduced
 //           across the workgroup (b k-contiguous, the nn.Linear [N, K] layout, or any
 //           other layout) or split in k-slices per column group (b n-contiguous)
@@ -41,6 +42,7 @@ struct gemm_device {
   std::uint32_t max_wg_x = 256;         // maxComputeWorkGroupSize[0]
   std::uint32_t shared_bytes = 16384;   // maxComputeSharedMemorySize
   std::uint32_t subgroup = 0;           // nonzero: subgroup arithmetic in compute, of this size
+  bool cpu = false;                     // a CPU device (lavapipe): larger register blocks
 };
 
 /// A chosen variant and its sizes.
@@ -106,7 +108,7 @@ inline std::uint64_t splitk_chunk(index_t K, std::uint64_t want, std::uint32_t b
 
 /// The variant for a product of dims d with b's k and n strides on device dev: matvec
 /// for M <= 4, split-K for few output tiles over a long K, else tiled (64x64, or 32x32
-/// when M or N is small); `forced` (KILN_VULKAN_GEMM) overrides. `what` names the
+/// when M or N is small; on a CPU device 128x128 when at least 8 such tiles); `forced` (KILN_VULKAN_GEMM) overrides. `what` names the
 /// operands for errors: kiln::device_error when no size of the variant fits the device.
 inline gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, const gemm_device& dev,
                                std::string_view forced, const std::string& what) {
@@ -120,18 +122,34 @@ inline gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, c
                        " (maxComputeWorkGroupInvocations / Size[0]) and " + std::to_string(dev.shared_bytes) +
                        " (maxComputeSharedMemorySize))");
   };
+  // Tiles {BM, BN, BK, TM, TN}, largest first (each tried while it does not fit the device).
+  // GPUs: 64x64 (or 32x32 for a small M or N), 4x4 outputs per invocation. CPU devices
+  // (lavapipe runs a workgroup on a thread, SIMD across invocations, and each shared-memory
+  // read of a vector costs a loop over the lanes): far larger blocks per invocation and
+  // BK 32 (fewer barriers), 128x128 tiles once there are enough of them to go round.
   const auto tiled = [&](gemm_kind kind, bool small) {
+    using sizes = std::uint32_t[5];
+    static constexpr sizes gpu[] = {{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}, {16, 16, 16, 4, 4}, {8, 8, 16, 4, 4}};
+    static constexpr sizes cpu[] = {{128, 128, 32, 32, 16}, {64, 64, 32, 16, 16}, {32, 32, 32, 8, 8},
+                                    {32, 32, 16, 8, 8},     {16, 16, 16, 4, 4},   {8, 8, 16, 4, 4}};
+    const bool big_tiles = ceil_div(d.M, 128) * ceil_div(d.N, 128) * std::uint64_t(d.batches()) >= 8;
     gemm_choice c;
     c.kind = kind;
-    // 64x64 tiles, 4x4 outputs per invocation (256 invocations), then smaller ones
-    const std::uint32_t sizes[][3] = {{64, 4, 4}, {32, 4, 4}, {16, 4, 4}, {8, 4, 4}};
-    for (std::size_t i = small ? 1 : 0; i < std::size(sizes); ++i) {
-      c.bm = c.bn = sizes[i][0];
-      c.tm = sizes[i][1];
-      c.tn = sizes[i][2];
-      c.bk = 16;
+    const auto at = [&](const sizes& z) {
+      c.bm = z[0];
+      c.bn = z[1];
+      c.bk = z[2];
+      c.tm = z[3];
+      c.tn = z[4];
       c.wg = (c.bm / c.tm) * (c.bn / c.tn);
-      if (fits(c)) return c;
+      return fits(c);
+    };
+    if (dev.cpu) {
+      for (std::size_t i = small ? 2 : big_tiles ? 0 : 1; i < std::size(cpu); ++i)
+        if (at(cpu[i])) return c;
+    } else {
+      for (std::size_t i = small ? 1 : 0; i < std::size(gpu); ++i)
+        if (at(gpu[i])) return c;
     }
     return fail("tiled", c);
   };
@@ -162,7 +180,7 @@ inline gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, c
   }
   if (kind == gemm_kind::tiled) return tiled(kind, d.M < 64 || d.N < 64);
   if (kind == gemm_kind::splitk) {
-    gemm_choice c = tiled(kind, true);
+    gemm_choice c = tiled(kind, !dev.cpu);  // CPU: the parallelism is in the K chunks, 64x64 tiles
     const std::uint64_t want = std::clamp<std::uint64_t>(std::uint64_t(d.K) / 1024, 2, 32);
     c.kchunk = splitk_chunk(d.K, want, c.bk);
     c.splits = static_cast<std::uint32_t>(ceil_div(std::max<std::uint64_t>(std::uint64_t(d.K), 1), c.kchunk));
@@ -218,6 +236,9 @@ inline structural_family_text gemm_family_text(const gemm_plan& g, std::string_v
               std::to_string(g.phase) + (g.a4_direct ? ", vec4 a" : g.a4 ? ", a by fours" : "") +
               (g.b4n ? ", vec4 b along n" : g.b4k ? ", vec4 b along k" : "") +
               (sp.params_buffer ? "; parameter buffer" : "") + "; sizes are specialisation constants\n";
+  if (g.kind == gemm_kind::tiled || g.kind == gemm_kind::splitk) {
+    f.extensions += "#extension GL_EXT_control_flow_attributes : require\n";  // [[unroll]]
+  }
   if (g.subgroup) {
     f.extensions += "#extension GL_KHR_shader_subgroup_basic : require\n";
     f.extensions += "#extension GL_KHR_shader_subgroup_arithmetic : require\n";

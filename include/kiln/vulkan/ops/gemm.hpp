@@ -35,6 +35,7 @@ inline gemm_device gemm_device_of(const context_state& ctx) {
   g.max_invocations = d.max_workgroup_invocations;
   g.max_wg_x = d.max_workgroup_size[0];
   g.shared_bytes = d.max_shared_memory;
+  g.cpu = d.type == device_type::cpu;
   const auto has = [&](const char* op) {
     return std::find(d.subgroup_operations.begin(), d.subgroup_operations.end(), op) != d.subgroup_operations.end();
   };
