@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "matmul_reference.hpp"
 #include "random.hpp"
 #include "scoped_env.hpp"
 #include "vulkan_fixture.hpp"
@@ -32,62 +33,19 @@ constexpr float qnan = std::numeric_limits<float>::quiet_NaN();
 
 template <class T>
 std::vector<double> doubles(const std::vector<T>& v) {
-  std::vector<double> d(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) d[i] = static_cast<double>(static_cast<float>(v[i]));
-  return d;
+  return kiln_test::as_doubles(v);
 }
 
-struct reference {
-  std::vector<double> value, tol;
+struct reference : kiln_test::reference {
   kiln::shape shape;
 };
 
-/// The float64 product of logical row-major a (shape sa) and b (shape sb), NumPy rules.
+/// The float64 product of logical row-major a (shape sa) and b (shape sb), NumPy rules
+/// (tests/support/matmul_reference.hpp), with the result's shape.
 reference ref_matmul(const std::vector<double>& a, const kiln::shape& sa, const std::vector<double>& b,
                      const kiln::shape& sb, double round = 0.0) {
-  const bool av = sa.rank() == 1, bv = sb.rank() == 1;
-  const index_t M = av ? 1 : sa[sa.rank() - 2], K = sa.back(), N = bv ? 1 : sb.back();
-  const int ra = av ? 0 : sa.rank() - 2, rb = bv ? 0 : sb.rank() - 2, r = std::max(ra, rb);
-  std::vector<index_t> batch(static_cast<std::size_t>(r)), ea(batch.size()), eb(batch.size());
   reference ref;
-  index_t nb = 1;
-  for (int i = 0; i < r; ++i) {
-    const int ia = i - (r - ra), ib = i - (r - rb);
-    ea[i] = ia >= 0 ? sa[ia] : 1;
-    eb[i] = ib >= 0 ? sb[ib] : 1;
-    batch[i] = std::max(ea[i], eb[i]);
-    ref.shape.push_back(batch[i]);
-    nb *= batch[i];
-  }
-  if (!av) ref.shape.push_back(M);
-  if (!bv) ref.shape.push_back(N);
-  ref.value.resize(static_cast<std::size_t>(nb * M * N));
-  ref.tol.resize(ref.value.size());
-  for (index_t bo = 0; bo < nb; ++bo) {
-    index_t rem = bo, ia = 0, ib = 0, sa_ = 1, sb_ = 1;
-    for (int i = r - 1; i >= 0; --i) {
-      const index_t idx = rem % batch[i];
-      rem /= batch[i];
-      ia += (ea[i] == 1 ? 0 : idx) * sa_;
-      ib += (eb[i] == 1 ? 0 : idx) * sb_;
-      sa_ *= ea[i];
-      sb_ *= eb[i];
-    }
-    for (index_t m = 0; m < M; ++m) {
-      for (index_t n = 0; n < N; ++n) {
-        double s = 0, mag = 0;
-        for (index_t k = 0; k < K; ++k) {
-          const double x = a[static_cast<std::size_t>((ia * M + m) * K + k)];
-          const double y = b[static_cast<std::size_t>((ib * K + k) * N + n)];
-          s += x * y;
-          mag += std::fabs(x) * std::fabs(y);
-        }
-        const auto o = static_cast<std::size_t>((bo * M + m) * N + n);
-        ref.value[o] = s;
-        ref.tol[o] = double(K + 4) * 0x1p-24 * mag + round * std::fabs(s) + 1e-30;
-      }
-    }
-  }
+  static_cast<kiln_test::reference&>(ref) = kiln_test::ref_matmul(a, sa, b, sb, ref.shape, round);
   return ref;
 }
 
