@@ -23,6 +23,7 @@
 #include "kiln/ops/elementwise.hpp"
 #include "kiln/ops/reduce.hpp"
 #include "kiln/ops/linalg.hpp"
+#include "kiln/ops/attention.hpp"
 
 #include "kiln/cpu/backend.hpp"
 #include "kiln/cpu/evaluate.hpp"

@@ -34,6 +34,8 @@ enum class structural_family {
   row,     // each line along the axis maps to a line of the same length: softmax, norms
   contract,  // a product summed over a shared axis: matmul (input [..., M, K] times a
              // parameter [..., K, N]; the node's own shape rules, ops/linalg/matmul.hpp)
+  attend,    // scaled dot-product attention: input q [B, Hq, Sq, D], parameters k, v (and
+             // a mask); output [B, Hq, Sq, Dv] (ops/attention/attention.hpp)
 };
 
 /// The input's elements as [outer, extent, inner] around the op's axis.
@@ -62,6 +64,7 @@ struct structural_node {
   float eps = 0.0f;   // norms: added to the variance (inside the square root)
   kiln::shape input_shape;
   kiln::shape shape_;  // the output's
+  [[no_unique_address]] Op op{};  // the op's own options (attention: causal, scale, softcap); most ops have none
 
   const kiln::shape& shape() const noexcept { return shape_; }
   std::string describe() const {
