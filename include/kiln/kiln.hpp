@@ -31,3 +31,4 @@
 #include "kiln/cpu/reduce/reduce.hpp"
 #include "kiln/cpu/reduce/row.hpp"
 #include "kiln/cpu/gemm/driver.hpp"
+#include "kiln/cpu/attention/flash.hpp"
