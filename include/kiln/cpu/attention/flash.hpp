@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <type_traits>
 
@@ -106,7 +107,8 @@ int attention_threads(const operands<S>& op, int num_threads) {
 }
 
 template <class A>
-inline constexpr index_t tiled_rows = 8 * tile<A>::MR;
+inline constexpr index_t tiled_rows =
+    std::lcm(tile<A>::MR, tile<A>::NR) * std::max(1, 48 / std::lcm(tile<A>::MR, tile<A>::NR));
 
 template <class A, class S>
 plan make_plan(const operands<S>& op, int threads) {
@@ -126,7 +128,7 @@ plan make_plan(const operands<S>& op, int threads) {
     p.hblocks = (d.group() + p.heads - 1) / p.heads;
     p.qblocks = 1;
   }
-  p.key_tile = p.tiled ? 64 : 256;
+  p.key_tile = p.tiled ? 16 * tile<A>::MR : 256;
   const index_t tasks = d.B * d.Hkv * p.blocks();
   p.chunk = std::max<index_t>(d.Skv, 1);
   // few tasks and many keys: split the keys so that every thread has a few tasks
@@ -142,7 +144,7 @@ plan make_plan(const operands<S>& op, int threads) {
 
 template <class A>
 std::string plan_name(const plan& p) {
-  std::string s = p.tiled ? "cpu.attention.tiled " + std::to_string(tiled_rows<A>) + "x64" : "cpu.attention.rows";
+  std::string s = p.tiled ? "cpu.attention.tiled " + std::to_string(tiled_rows<A>) + "x" + std::to_string(p.key_tile) : "cpu.attention.rows";
   if (p.splits > 1) s += " split " + std::to_string(p.splits);
   return s;
 }
@@ -316,6 +318,15 @@ struct flash {
   const ops_t& op;
   const plan& p;
   float scale;
+  const float* kpack = nullptr;  // the tiled path: k of every group in MR-key panels
+  index_t kpack_group = 0;       // floats per group
+
+  /// Packs keys [j0, j1) of group grp (j0 a multiple of MR) into MR-key panels.
+  void pack_keys(index_t grp, index_t j0, index_t j1, float* dst) const {  // (dst: the whole buffer)
+    const index_t bq = grp / op.d.Hkv, hkv = grp % op.d.Hkv;
+    const KT* k = op.k + bq * op.ks[0] + hkv * op.ks[1] + j0 * op.ks[2];
+    cpu_gemm::pack_a<A>(cpu_gemm::strided<KT>{k, op.ks[2], op.ks[3]}, j1 - j0, 0, D(), dst + grp * kpack_group + j0 * D());
+  }
 
   index_t D() const noexcept { return op.d.D; }
   index_t Dv() const noexcept { return op.d.Dv; }
@@ -324,11 +335,10 @@ struct flash {
 
   /// Scratch bytes one task needs.
   std::size_t scratch_bytes() const {
-    const std::size_t rp = std::size_t(round_up(std::max<index_t>(p.rows, 1), MR));
+    const std::size_t rp = std::size_t(round_up(std::max<index_t>(p.rows, 1), std::lcm(MR, NR)));
     const std::size_t kt = std::size_t(p.key_tile), d = std::size_t(D()), dv = std::size_t(ldo());
-    std::size_t b = floats_bytes(rp * d) * 2 + floats_bytes(rp * kt) * 2 + floats_bytes(rp * dv) + floats_bytes(rp) * 2;
-    b += floats_bytes(kt * std::max(d, dv));  // a packed k or v tile
-    b += floats_bytes(kt * d);                // rows path: a gathered k tile
+    std::size_t b = floats_bytes(rp * d) * 2 + floats_bytes(rp * kt + MR) + floats_bytes(rp * dv) + floats_bytes(rp) * 3;
+    b += floats_bytes(kt * std::max(d, dv));  // a packed v tile, or a gathered k tile
     return b + 1024;
   }
 
@@ -348,16 +358,15 @@ struct flash {
     if (rows <= 0) return;
     const index_t grow = grp * op.group_rows();  // the group's first row of q and of the output
     arena ar{cpu_scheduler::scratch(scratch_bytes())};
-    const index_t rp = round_up(rows, MR);
+    const index_t rp = round_up(rows, std::lcm(MR, NR));
     float* q = ar.take(std::size_t(rp * D()));
     float* qpack = ar.take(std::size_t(rp * D()));
-    float* sbuf = ar.take(std::size_t(rp * p.key_tile));
-    float* ppack = ar.take(std::size_t(rp * p.key_tile));
+    float* sbuf = ar.take(std::size_t(tile_ld() * p.key_tile + MR));
     float* o = ar.take(std::size_t(rp * ldo()));
     float* m = ar.take(std::size_t(rp));
     float* l = ar.take(std::size_t(rp));
+    float* alpha = ar.take(std::size_t(rp));
     float* tilebuf = ar.take(std::size_t(p.key_tile * std::max(D(), ldo())));
-    float* kgather = ar.take(std::size_t(p.key_tile * D()));
 
     io.load((grow + r0) * D(), (grow + r1) * D(), q);
     {
@@ -372,24 +381,41 @@ struct flash {
       l[r] = 0.0f;
     }
     std::fill(o, o + rp * ldo(), 0.0f);
-    if (p.tiled) cpu_gemm::pack_a<A>(cpu_gemm::strided<float>{q, D(), 1}, rows, 0, D(), qpack);
 
     const index_t kb = split * p.chunk;
     const index_t ke = std::min({d.Skv, kb + p.chunk, sc.key_end()});
-    const KT* kbase = op.k + bq * op.ks[0] + hkv * op.ks[1];
     const VT* vbase = op.v + bq * op.vs[0] + hkv * op.vs[1];
-    for (index_t j0 = kb; j0 < ke; j0 += p.key_tile) {
-      const index_t n = std::min(p.key_tile, ke - j0);
-      const index_t npad = round_up(n, p.tiled ? NR : L);
-      if (p.tiled) tile_scores(kbase + j0 * op.ks[2], n, qpack, rows, sbuf, tilebuf);
-      else row_scores(kbase + j0 * op.ks[2], n, q, rows, sbuf, kgather);
-      sc.finish(sbuf, p.key_tile, j0, n, npad);
-      for (index_t r = 0; r < rows; ++r) {
-        const float alpha = update_row<A>(sbuf + r * p.key_tile, npad, m[r], l[r]);
-        if (alpha != 1.0f) scale_row<A>(o + r * ldo(), Dv(), alpha);
+    if (p.tiled) {
+      // q^T in NR-query panels (the micro-kernel's B), once for every key tile
+      for (index_t c0 = 0; c0 < rows; c0 += NR) {
+        cpu_gemm::pack_b_panel<A>(cpu_gemm::strided<float>{q, 1, D()}, D(), c0, std::min<index_t>(NR, rows - c0),
+                                  qpack + c0 * D());
       }
-      if (p.tiled) tile_pv(vbase + j0 * op.vs[2], n, sbuf, rows, ppack, o, tilebuf);
-      else row_pv(vbase + j0 * op.vs[2], n, sbuf, rows, o);
+      std::fill(sbuf, sbuf + tile_ld() * p.key_tile + MR, 0.0f);
+      const float* kgroup = kpack + grp * kpack_group;
+      for (index_t j0 = kb; j0 < ke; j0 += p.key_tile) {
+        const index_t n = std::min(p.key_tile, ke - j0);
+        tile_scores(kgroup + j0 * D(), n, qpack, rows, sbuf);
+        finish_t(sc, sbuf, j0, n);
+        tile_softmax(sbuf, n, rows, m, l, alpha);
+        for (index_t r = 0; r < rows; ++r) {
+          if (alpha[r] != 1.0f) scale_row<A>(o + r * ldo(), Dv(), alpha[r]);
+        }
+        tile_pv(vbase + j0 * op.vs[2], n, sbuf, rows, o, tilebuf);
+      }
+    } else {
+      const KT* kbase = op.k + bq * op.ks[0] + hkv * op.ks[1];
+      for (index_t j0 = kb; j0 < ke; j0 += p.key_tile) {
+        const index_t n = std::min(p.key_tile, ke - j0);
+        const index_t npad = round_up(n, L);
+        row_scores(kbase + j0 * op.ks[2], n, q, rows, sbuf, tilebuf, vbase + j0 * op.vs[2]);
+        sc.finish(sbuf, p.key_tile, j0, n, npad);
+        for (index_t r = 0; r < rows; ++r) {
+          const float a = update_row<A>(sbuf + r * p.key_tile, npad, m[r], l[r]);
+          if (a != 1.0f) scale_row<A>(o + r * ldo(), Dv(), a);
+        }
+        row_pv(vbase + j0 * op.vs[2], n, sbuf, rows, o);
+      }
     }
 
     if (p.splits > 1) {  // the partial state: per row m, l, then Dv outputs
@@ -404,6 +430,101 @@ struct flash {
     }
     finish_rows(o, l, rows);
     io.store((grow + r0) * Dv(), (grow + r1) * Dv(), o);
+  }
+
+  /// The tiled path's score tile is transposed: keys x queries (row length tiled_rows),
+  /// so that the softmax runs down columns with the queries across vector lanes and p
+  /// feeds the micro-kernel in place as its A operand.
+  index_t tile_ld() const noexcept { return round_up(p.rows, std::lcm(MR, NR)); }
+
+  /// Scores of the tiled path: s^T (n x rows) = k[j0 .. j0 + n) (pre-packed MR-key
+  /// panels) x q^T (NR-query panels).
+  void tile_scores(const float* kpan, index_t n, const float* qpack, index_t rows, float* st) const {
+    const index_t ld = tile_ld();
+    for (index_t kp = 0; kp * MR < n; ++kp) {
+      const float* a = kpan + kp * MR * D();
+      for (index_t c0 = 0; c0 < rows; c0 += NR) {
+        cpu_gemm::micro<A, true>(D(), a, qpack + c0 * D(), NR, st + kp * MR * ld + c0, ld, false);
+      }
+    }
+  }
+
+  /// The cap, the mask and causality on the transposed tile (keys j0 .. j0 + n).
+  void finish_t(const scorer<A, S>& sc, float* st, index_t j0, index_t n) const {
+    using V = fvec<A>;
+    const index_t ld = tile_ld();
+    const index_t cols = round_up(sc.rows, L);
+    if (op.softcap > 0.0f) {
+      const V c(op.softcap), ic(1.0f / op.softcap);
+      for (index_t kk = 0; kk < n; ++kk) {
+        float* row = st + kk * ld;
+        for (index_t j = 0; j < cols; j += L) cpu_gemm::vstore<A>(row + j, c * tanh_approx(cpu_gemm::vload<A>(row + j) * ic));
+      }
+    }
+    if constexpr (S::op_type::has_mask) {
+      using MT = std::remove_cvref_t<decltype(std::get<2>(std::declval<S>().params).t.data()[0])>;
+      for (index_t r = 0; r < sc.rows; ++r) {
+        const MT* mp = static_cast<const MT*>(op.mask) + sc.b * op.ms[0] + sc.head_of(r) * op.ms[1] +
+                       sc.query_of(r) * op.ms[2] + j0 * op.ms[3];
+        for (index_t kk = 0; kk < n; ++kk) st[kk * ld + r] += static_cast<float>(mp[kk * op.ms[3]]);
+      }
+    }
+    if (!sc.all_see(j0 + n)) {
+      for (index_t r = 0; r < sc.rows; ++r) {
+        for (index_t kk = std::max<index_t>(0, sc.last_key(r) + 1 - j0); kk < n; ++kk) st[kk * ld + r] = neg_inf;
+      }
+    }
+  }
+
+  /// The online softmax down the transposed tile's columns (queries in vector lanes):
+  /// p = exp(s - m') in place, l and m updated, alpha[r] the factor row r's output takes.
+  void tile_softmax(float* st, index_t n, index_t rows, float* m, float* l, float* alpha) const {
+    using V = fvec<A>;
+    const index_t ld = tile_ld();
+    const V ninf(neg_inf), zero(0.0f);
+    for (index_t c = 0; c < rows; c += L) {
+      V mt = ninf;
+      for (index_t kk = 0; kk < n; ++kk) mt = max_keep_nan(mt, cpu_gemm::vload<A>(st + kk * ld + c));
+      const V mo = cpu_gemm::vload<A>(m + c);
+      const V mn = max_keep_nan(mo, mt);
+      V ms;
+      if constexpr (simd::enabled<A>) ms = xsimd::select(mn == ninf, zero, mn);
+      else ms = mn == neg_inf ? 0.0f : mn;
+      const V al = cpu_row::exp_nonpositive(mo - ms);  // 0 for a first score, 1 when m is unchanged
+      V sum = zero;
+      for (index_t kk = 0; kk < n; ++kk) {
+        float* pr = st + kk * ld + c;
+        const V pv = cpu_row::exp_nonpositive(cpu_gemm::vload<A>(pr) - ms);
+        cpu_gemm::vstore<A>(pr, pv);
+        sum += pv;
+      }
+      cpu_gemm::vstore<A>(l + c, cpu_gemm::vload<A>(l + c) * al + sum);
+      cpu_gemm::vstore<A>(m + c, mn);
+      cpu_gemm::vstore<A>(alpha + c, al);
+    }
+  }
+
+  /// o += p v[j0 .. j0 + n) on the micro-kernel: p read in place from the transposed
+  /// tile (MR queries per k step, ld apart); v read in place (whole NR-column panels of
+  /// contiguous rows) or packed.
+  void tile_pv(const VT* v, index_t n, const float* st, index_t rows, float* o, float* vpack) const {
+    const index_t ld = tile_ld();
+    const index_t panels = ldo() / NR;
+    const bool direct = op.vs[3] == 1;
+    for (index_t jp = 0; jp < panels; ++jp) {
+      const index_t c0 = jp * NR;
+      if (direct && c0 + NR <= Dv()) {
+        for (index_t ip = 0; ip * MR < rows; ++ip) {
+          cpu_gemm::micro<A, false>(n, st + ip * MR, v + c0, op.vs[2], o + ip * MR * ldo() + c0, ldo(), true, ld);
+        }
+      } else {
+        cpu_gemm::pack_b_panel<A>(cpu_gemm::strided<VT>{v, op.vs[2], op.vs[3]}, n, c0, std::min<index_t>(NR, Dv() - c0),
+                                  vpack);
+        for (index_t ip = 0; ip * MR < rows; ++ip) {
+          cpu_gemm::micro<A, true>(n, st + ip * MR, vpack, NR, o + ip * MR * ldo() + c0, ldo(), true, ld);
+        }
+      }
+    }
   }
 
   /// o (rows x ldo) divided by l row by row, compacted to rows x Dv; a row without
@@ -421,129 +542,111 @@ struct flash {
     }
   }
 
-  /// Scores of the tiled path: s (rp x key_tile) = qpack x k[j0 .. j0 + n)^T.
-  void tile_scores(const KT* k, index_t n, const float* qpack, index_t rows, float* sbuf, float* kpack) const {
-    const index_t panels = (n + NR - 1) / NR;
-    for (index_t jp = 0; jp < panels; ++jp) {
-      float* kp = kpack + jp * D() * NR;
-      cpu_gemm::pack_b_panel<A>(cpu_gemm::strided<KT>{k, op.ks[3], op.ks[2]}, D(), jp * NR,
-                                std::min<index_t>(NR, n - jp * NR), kp);
-    }
-    for (index_t jp = 0; jp < panels; ++jp) {
-      const float* kp = kpack + jp * D() * NR;
-      for (index_t ip = 0; ip * MR < rows; ++ip) {
-        cpu_gemm::micro<A, true>(D(), qpack + ip * MR * D(), kp, NR, sbuf + ip * MR * p.key_tile + jp * NR,
-                                 p.key_tile, false);
-      }
-    }
-  }
-
-  /// o += p v[j0 .. j0 + n) on the micro-kernel: p (rows x n in sbuf) packed in MR-row
-  /// panels; v read in place (whole NR-column panels of contiguous rows) or packed.
-  void tile_pv(const VT* v, index_t n, const float* sbuf, index_t rows, float* ppack, float* o, float* vpack) const {
-    const index_t rp = round_up(rows, MR);
-    cpu_gemm::pack_a<A>(cpu_gemm::strided<float>{sbuf, p.key_tile, 1}, rp, 0, n, ppack);
-    const index_t panels = ldo() / NR;
-    const bool direct = op.vs[3] == 1;
-    for (index_t jp = 0; jp < panels; ++jp) {
-      const index_t c0 = jp * NR;
-      const bool whole = c0 + NR <= Dv();
-      if (direct && whole) {
-        for (index_t ip = 0; ip * MR < rows; ++ip) {
-          cpu_gemm::micro<A, false>(n, ppack + ip * MR * n, v + c0, op.vs[2], o + ip * MR * ldo() + c0, ldo(), true);
-        }
-      } else {
-        cpu_gemm::pack_b_panel<A>(cpu_gemm::strided<VT>{v, op.vs[2], op.vs[3]}, n, c0, std::min<index_t>(NR, Dv() - c0),
-                                  vpack);
-        for (index_t ip = 0; ip * MR < rows; ++ip) {
-          cpu_gemm::micro<A, true>(n, ppack + ip * MR * n, vpack, NR, o + ip * MR * ldo() + c0, ldo(), true);
-        }
-      }
-    }
-  }
-
   /// Scores of the rows path: dot products of the q rows with k rows read in place
   /// (gathered into contiguous floats first when k's rows are not contiguous).
-  void row_scores(const KT* k, index_t n, const float* q, index_t rows, float* sbuf, float* kg) const {
+  void row_scores(const KT* k, index_t n, const float* q, index_t rows, float* sbuf, float* kg, const VT* v) const {
     const index_t lds = p.key_tile;
+    // v's rows of this tile are read next (row_pv): ask for them into L2 now, a row per
+    // key scored, so that both streams are in flight together
+    const index_t vbytes = op.vs[3] == 1 ? Dv() * index_t(sizeof(VT)) : 0;
+    for (index_t j = 0; j < std::min<index_t>(n, 8); ++j) prefetch_row(v + j * op.vs[2], vbytes);
     if (op.ks[3] == 1) {
-      dots(k, op.ks[2], n, q, rows, sbuf, lds);
+      dots(k, op.ks[2], n, q, rows, sbuf, lds, v, vbytes);
     } else {
       for (index_t j = 0; j < n; ++j) {
         for (index_t c = 0; c < D(); ++c) kg[j * D() + c] = static_cast<float>(k[j * op.ks[2] + c * op.ks[3]]);
       }
-      dots(kg, D(), n, q, rows, sbuf, lds);
+      dots(kg, D(), n, q, rows, sbuf, lds, v, vbytes);
     }
   }
 
+  static void prefetch_row(const void* p, index_t bytes) {
+    const char* c = static_cast<const char*>(p);
+    for (index_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 1);
+  }
+
   template <class U>
-  void dots(const U* k, index_t kst, index_t n, const float* q, index_t rows, float* sbuf, index_t lds) const {
+  void dots(const U* k, index_t kst, index_t n, const float* q, index_t rows, float* sbuf, index_t lds, const VT* v,
+            index_t vbytes) const {
     index_t r = 0;
-    for (; r + 4 <= rows; r += 4) dots_r<4>(k, kst, n, q + r * D(), sbuf + r * lds, lds);
+    for (; r + 4 <= rows; r += 4, vbytes = 0) dots_r<4>(k, kst, n, q + r * D(), sbuf + r * lds, lds, v, vbytes);
     switch (rows - r) {
-      case 3: dots_r<3>(k, kst, n, q + r * D(), sbuf + r * lds, lds); break;
-      case 2: dots_r<2>(k, kst, n, q + r * D(), sbuf + r * lds, lds); break;
-      case 1: dots_r<1>(k, kst, n, q + r * D(), sbuf + r * lds, lds); break;
+      case 3: dots_r<3>(k, kst, n, q + r * D(), sbuf + r * lds, lds, v, vbytes); break;
+      case 2: dots_r<2>(k, kst, n, q + r * D(), sbuf + r * lds, lds, v, vbytes); break;
+      case 1: dots_r<1>(k, kst, n, q + r * D(), sbuf + r * lds, lds, v, vbytes); break;
       default: break;
     }
   }
   template <int R, class U>
-  void dots_r(const U* k, index_t kst, index_t n, const float* q, float* s, index_t lds) const {
+  void dots_r(const U* k, index_t kst, index_t n, const float* q, float* s, index_t lds, const VT* v,
+              index_t vbytes) const {
+    // keys per call: R x NB accumulators, R q vectors and one k vector in 16 registers
+    constexpr int NB = R <= 2 ? 4 : 2;
+    const index_t bytes = D() * index_t(sizeof(U));
     index_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      if (j + 8 <= n) {
-        for (index_t c = 0; c < D() * index_t(sizeof(U)); c += 64) {
-          __builtin_prefetch(reinterpret_cast<const char*>(k + (j + 4) * kst) + c, 0, 0);
-          __builtin_prefetch(reinterpret_cast<const char*>(k + (j + 7) * kst) + c, 0, 0);
+    for (; j + NB <= n; j += NB) {
+      for (int t = 0; t < NB; ++t) {  // the keys 8 ahead, and their values
+        if (j + 8 + t < n) {
+          const char* pk = reinterpret_cast<const char*>(k + (j + 8 + t) * kst);
+          for (index_t c = 0; c < bytes; c += 64) __builtin_prefetch(pk + c, 0, 0);
+          if (vbytes) prefetch_row(v + (j + 8 + t) * op.vs[2], vbytes);
         }
       }
-      cpu_gemm::dot<A, R, 4>(D(), q, k + j * kst, kst, s + j, lds);
+      cpu_gemm::dot<A, R, NB>(D(), q, k + j * kst, kst, s + j, lds);
     }
     for (; j < n; ++j) cpu_gemm::dot<A, R, 1>(D(), q, k + j * kst, kst, s + j, lds);
   }
 
-  /// o += p v for the rows path: each v row read once for all the block's rows.
+  /// o += p v for the rows path: v in sub-tiles of 16 rows, each read once for all the
+  /// block's rows, the outputs of up to 4 rows x 2 vectors held in registers across it.
   void row_pv(const VT* v, index_t n, const float* sbuf, index_t rows, float* o) const {
-    using V = fvec<A>;
     const index_t lds = p.key_tile;
-    const index_t dv = Dv();
-    const bool contig = op.vs[3] == 1;
-    for (index_t r0 = 0; r0 < rows; r0 += 4) {
-      const index_t rr = std::min<index_t>(4, rows - r0);
-      for (index_t j = 0; j < n; ++j) {
-        const VT* vj = v + j * op.vs[2];
-        if (j + 4 < n) {
-          for (index_t c = 0; c < dv * index_t(sizeof(VT)); c += 64) {
-            __builtin_prefetch(reinterpret_cast<const char*>(v + (j + 4) * op.vs[2]) + c, 0, 0);
+    for (index_t j0 = 0; j0 < n; j0 += 16) {
+      const index_t nj = std::min<index_t>(16, n - j0);
+      index_t r = 0;
+      for (; r + 4 <= rows; r += 4) pv_rows<4>(v + j0 * op.vs[2], nj, sbuf + r * lds + j0, lds, o + r * ldo());
+      switch (rows - r) {
+        case 3: pv_rows<3>(v + j0 * op.vs[2], nj, sbuf + r * lds + j0, lds, o + r * ldo()); break;
+        case 2: pv_rows<2>(v + j0 * op.vs[2], nj, sbuf + r * lds + j0, lds, o + r * ldo()); break;
+        case 1: pv_rows<1>(v + j0 * op.vs[2], nj, sbuf + r * lds + j0, lds, o + r * ldo()); break;
+        default: break;
+      }
+    }
+  }
+
+  /// o[R rows] += p[R rows, nj keys] v[nj rows] (v rows vs[2] apart).
+  template <int R>
+  void pv_rows(const VT* v, index_t nj, const float* pr, index_t lds, float* o) const {
+    using V = fvec<A>;
+    const index_t dv = Dv(), vr = op.vs[2], vc = op.vs[3];
+    index_t c = 0;
+    if (vc == 1) {
+      for (; c + 2 * L <= dv; c += 2 * L) {
+        V acc[R][2];
+        for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V(0.0f);
+        for (index_t j = 0; j < nj; ++j) {
+          const V x0 = cpu_gemm::vload<A>(v + j * vr + c), x1 = cpu_gemm::vload<A>(v + j * vr + c + L);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) {
+            const V pj(pr[r * lds + j]);
+            acc[r][0] = cpu_gemm::vfma<A>(pj, x0, acc[r][0]);
+            acc[r][1] = cpu_gemm::vfma<A>(pj, x1, acc[r][1]);
           }
         }
-        float pj[4];
-        bool any = false;
-        for (index_t r = 0; r < rr; ++r) {
-          pj[r] = sbuf[(r0 + r) * lds + j];
-          any = any || pj[r] != 0.0f;
-        }
-        if (!any) continue;  // masked keys cost nothing more
-        if (contig) {
-          index_t c = 0;
-          for (; c + L <= dv; c += L) {
-            const V x = cpu_gemm::vload<A>(vj + c);
-            for (index_t r = 0; r < rr; ++r) {
-              float* orow = o + (r0 + r) * ldo() + c;
-              cpu_gemm::vstore<A>(orow, cpu_gemm::vfma<A>(V(pj[r]), x, cpu_gemm::vload<A>(orow)));
-            }
-          }
-          for (; c < dv; ++c) {
-            const float x = static_cast<float>(vj[c]);
-            for (index_t r = 0; r < rr; ++r) o[(r0 + r) * ldo() + c] += pj[r] * x;
-          }
-        } else {
-          for (index_t c = 0; c < dv; ++c) {
-            const float x = static_cast<float>(vj[c * op.vs[3]]);
-            for (index_t r = 0; r < rr; ++r) o[(r0 + r) * ldo() + c] += pj[r] * x;
-          }
+        for (int r = 0; r < R; ++r) {
+          float* orow = o + r * ldo() + c;
+          cpu_gemm::vstore<A>(orow, cpu_gemm::vload<A>(orow) + acc[r][0]);
+          cpu_gemm::vstore<A>(orow + L, cpu_gemm::vload<A>(orow + L) + acc[r][1]);
         }
       }
+    }
+    for (; c < dv; ++c) {
+      float acc[R] = {};
+      for (index_t j = 0; j < nj; ++j) {
+        const float x = static_cast<float>(v[j * vr + c * vc]);
+        for (int r = 0; r < R; ++r) acc[r] += pr[r * lds + j] * x;
+      }
+      for (int r = 0; r < R; ++r) o[r * ldo() + c] += acc[r];
     }
   }
 
@@ -602,10 +705,27 @@ struct cpu_structural_kernel<attention_op<KT, VT, MT>> {
     if (d.B == 0 || d.Hq == 0 || d.Sq == 0 || d.Dv == 0) return;
     const int threads_max = attention_threads(op, state.num_threads);
     const plan p = make_plan<A>(op, threads_max);
-    const flash<A, Io, S> f{io, s, op, p, s.op.scale};
+    flash<A, Io, S> f{io, s, op, p, s.op.scale};
     const index_t blocks = p.blocks();
     const index_t tasks = d.B * d.Hkv * blocks;
     const int threads = static_cast<int>(std::min<index_t>(threads_max, tasks * p.splits));
+    std::unique_ptr<float[]> kpack;
+    if (p.tiled && d.Skv > 0) {  // k in MR-key panels, once for every block that reads it
+      constexpr index_t MR = tile<A>::MR;
+      const index_t keys = (d.Skv + MR - 1) / MR * MR;
+      f.kpack_group = keys * d.D;
+      kpack.reset(new float[static_cast<std::size_t>(d.B * d.Hkv * f.kpack_group)]);
+      f.kpack = kpack.get();
+      const index_t span = 64 * MR;  // keys per packing task
+      const index_t per = (d.Skv + span - 1) / span;
+      const int pack_threads = static_cast<int>(std::min<index_t>(
+          std::max(1, std::min(threads_max, static_cast<int>(double(d.B * d.Hkv * d.Skv * d.D) / double(1 << 16)))),
+          d.B * d.Hkv * per));
+      cpu_loop::for_tasks(d.B * d.Hkv * per, pack_threads, [&](index_t t) {
+        const index_t grp = t / per, j0 = (t % per) * span;
+        f.pack_keys(grp, j0, std::min(d.Skv, j0 + span), kpack.get());
+      });
+    }
     // a task index: the heaviest (last query) blocks first when causal, then groups
     const auto decode = [&](index_t t, index_t& grp, index_t& blk) {
       const index_t per = d.B * d.Hkv;

@@ -74,11 +74,12 @@ inline float vsum(const fvec<A>& v) noexcept {
 }
 
 /// C[MR x NR] (row stride ldc) = (add ? C : 0) + A_panel x B_panel over kc steps.
-/// a: MR floats per k. b: NR elements per k, bks apart (packed: NR, aligned; a row-major
-/// B read in place: its row stride). The whole tile is written.
+/// a: MR floats per k, aks apart (packed: MR; attention reads its transposed score tile
+/// in place with the tile's row length). b: NR elements per k, bks apart (packed: NR,
+/// aligned; a row-major B read in place: its row stride). The whole tile is written.
 template <class A, bool Packed, class U>
 inline void micro(index_t kc, const float* __restrict a, const U* __restrict b, index_t bks, float* __restrict c,
-                  index_t ldc, bool add) noexcept {
+                  index_t ldc, bool add, index_t aks = tile<A>::MR) noexcept {
   using T = tile<A>;
   using V = fvec<A>;
   V acc[T::MR][T::NV];
@@ -95,7 +96,7 @@ inline void micro(index_t kc, const float* __restrict a, const U* __restrict b, 
   }
 #pragma GCC unroll 4
   for (index_t k = 0; k < kc; ++k) {
-    if constexpr (Packed) __builtin_prefetch(a + 8 * T::MR, 0, 3);  // A's panel streams from L2
+    if constexpr (Packed) __builtin_prefetch(a + 8 * aks, 0, 3);  // A's panel streams from L2
     V bv[T::NV];
 #pragma GCC unroll 4
     for (int j = 0; j < T::NV; ++j) {
@@ -108,7 +109,7 @@ inline void micro(index_t kc, const float* __restrict a, const U* __restrict b, 
 #pragma GCC unroll 4
       for (int j = 0; j < T::NV; ++j) acc[i][j] = vfma<A>(av, bv[j], acc[i][j]);
     }
-    a += T::MR;
+    a += aks;
     b += bks;
   }
 #pragma GCC unroll 16
