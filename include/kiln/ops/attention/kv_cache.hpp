@@ -35,8 +35,8 @@ class kv_cache {
   /// do not match the cache or when the cache would hold more than capacity() positions.
   template <expression K, expression V>
   void append(K&& k_new, V&& v_new) {
-    const auto& ks = detail::as_node(k_new).shape();
-    const auto& vs = detail::as_node(v_new).shape();
+    const shape ks = detail::as_node(k_new).shape();
+    const shape vs = detail::as_node(v_new).shape();
     const auto fail = [&](const std::string& why) {
       throw shape_error("kiln::kv_cache::append: " + why + ": k is " + detail::as_node(k_new).describe() + ", v is " +
                         detail::as_node(v_new).describe() + ", the cache holds " + std::to_string(len_) + " of " +
