@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <new>
 #include <numeric>
 #include <string>
 #include <type_traits>
@@ -291,6 +292,11 @@ struct scorer {
   }
 };
 
+/// Frees what ::operator new(bytes, align_val_t{64}) gave.
+struct aligned_delete {
+  void operator()(float* p) const noexcept { ::operator delete(p, std::align_val_t{64}); }
+};
+
 /// Resizable per-thread buffers of a task (one scratch allocation).
 struct arena {
   std::byte* base;
@@ -320,12 +326,24 @@ struct flash {
   float scale;
   const float* kpack = nullptr;  // the tiled path: k of every group in MR-key panels
   index_t kpack_group = 0;       // floats per group
+  const float* vpack = nullptr;  // and v in NR-column panels, each all keys long
+  index_t vpack_group = 0;
 
   /// Packs keys [j0, j1) of group grp (j0 a multiple of MR) into MR-key panels.
   void pack_keys(index_t grp, index_t j0, index_t j1, float* dst) const {  // (dst: the whole buffer)
     const index_t bq = grp / op.d.Hkv, hkv = grp % op.d.Hkv;
     const KT* k = op.k + bq * op.ks[0] + hkv * op.ks[1] + j0 * op.ks[2];
     cpu_gemm::pack_a<A>(cpu_gemm::strided<KT>{k, op.ks[2], op.ks[3]}, j1 - j0, 0, D(), dst + grp * kpack_group + j0 * D());
+  }
+  /// Packs rows [j0, j1) of group grp's v into its NR-column panels.
+  void pack_values(index_t grp, index_t j0, index_t j1, float* dst) const {
+    const index_t bq = grp / op.d.Hkv, hkv = grp % op.d.Hkv;
+    const VT* v = op.v + bq * op.vs[0] + hkv * op.vs[1] + j0 * op.vs[2];
+    const index_t keys = vpack_group / ldo();
+    for (index_t c0 = 0; c0 < Dv(); c0 += NR) {
+      cpu_gemm::pack_b_panel<A>(cpu_gemm::strided<VT>{v, op.vs[2], op.vs[3]}, j1 - j0, c0, std::min<index_t>(NR, Dv() - c0),
+                                dst + grp * vpack_group + ((c0 / NR) * keys + j0) * NR);
+    }
   }
 
   index_t D() const noexcept { return op.d.D; }
@@ -401,7 +419,7 @@ struct flash {
         for (index_t r = 0; r < rows; ++r) {
           if (alpha[r] != 1.0f) scale_row<A>(o + r * ldo(), Dv(), alpha[r]);
         }
-        tile_pv(vbase + j0 * op.vs[2], n, sbuf, rows, o, tilebuf);
+        tile_pv(vpack + grp * vpack_group, j0, n, sbuf, rows, o);
       }
     } else {
       const KT* kbase = op.k + bq * op.ks[0] + hkv * op.ks[1];
@@ -505,40 +523,31 @@ struct flash {
   }
 
   /// o += p v[j0 .. j0 + n) on the micro-kernel: p read in place from the transposed
-  /// tile (MR queries per k step, ld apart); v read in place (whole NR-column panels of
-  /// contiguous rows) or packed.
-  void tile_pv(const VT* v, index_t n, const float* st, index_t rows, float* o, float* vpack) const {
+  /// tile (MR queries per k step, ld apart), v from its pre-packed NR-column panels.
+  void tile_pv(const float* vgroup, index_t j0, index_t n, const float* st, index_t rows, float* o) const {
     const index_t ld = tile_ld();
     const index_t panels = ldo() / NR;
-    const bool direct = op.vs[3] == 1;
+    const index_t keys = vpack_group / std::max<index_t>(ldo(), 1);  // keys per panel (Skv rounded up)
     for (index_t jp = 0; jp < panels; ++jp) {
-      const index_t c0 = jp * NR;
-      if (direct && c0 + NR <= Dv()) {
-        for (index_t ip = 0; ip * MR < rows; ++ip) {
-          cpu_gemm::micro<A, false>(n, st + ip * MR, v + c0, op.vs[2], o + ip * MR * ldo() + c0, ldo(), true, ld);
-        }
-      } else {
-        cpu_gemm::pack_b_panel<A>(cpu_gemm::strided<VT>{v, op.vs[2], op.vs[3]}, n, c0, std::min<index_t>(NR, Dv() - c0),
-                                  vpack);
-        for (index_t ip = 0; ip * MR < rows; ++ip) {
-          cpu_gemm::micro<A, true>(n, st + ip * MR, vpack, NR, o + ip * MR * ldo() + c0, ldo(), true, ld);
-        }
+      const float* vp = vgroup + (jp * keys + j0) * NR;
+      for (index_t ip = 0; ip * MR < rows; ++ip) {
+        cpu_gemm::micro<A, true>(n, st + ip * MR, vp, NR, o + ip * MR * ldo() + jp * NR, ldo(), true, ld);
       }
     }
   }
 
   /// o (rows x ldo) divided by l row by row, compacted to rows x Dv; a row without
-  /// weight (every key masked) is zeros.
+  /// weight (every key masked) is zeros, a NaN sum gives NaN.
   void finish_rows(float* o, const float* l, index_t rows) const {
     for (index_t r = 0; r < rows; ++r) {
-      const float inv = l[r] > 0.0f || l[r] != l[r] ? 1.0f / l[r] : 0.0f;
-      float* src = o + r * ldo();
-      float* dst = o + r * Dv();
+      const float* src = o + r * ldo();
+      float* dst = o + r * Dv();  // dst <= src: forward is safe
       if (l[r] == 0.0f) {
         std::fill(dst, dst + Dv(), 0.0f);
         continue;
       }
-      for (index_t c = 0; c < Dv(); ++c) dst[c] = src[c] * inv;  // dst <= src: forward is safe
+      const float inv = 1.0f / l[r];
+      for (index_t c = 0; c < Dv(); ++c) dst[c] = src[c] * inv;
     }
   }
 
@@ -709,13 +718,17 @@ struct cpu_structural_kernel<attention_op<KT, VT, MT>> {
     const index_t blocks = p.blocks();
     const index_t tasks = d.B * d.Hkv * blocks;
     const int threads = static_cast<int>(std::min<index_t>(threads_max, tasks * p.splits));
-    std::unique_ptr<float[]> kpack;
-    if (p.tiled && d.Skv > 0) {  // k in MR-key panels, once for every block that reads it
+    std::unique_ptr<float, aligned_delete> kpack;
+    if (p.tiled && d.Skv > 0) {  // k in MR-key panels and v in NR-column panels, once for every block
       constexpr index_t MR = tile<A>::MR;
       const index_t keys = (d.Skv + MR - 1) / MR * MR;
       f.kpack_group = keys * d.D;
-      kpack.reset(new float[static_cast<std::size_t>(d.B * d.Hkv * f.kpack_group)]);
+      f.vpack_group = keys * f.ldo();
+      const index_t voff = (d.B * d.Hkv * f.kpack_group + 15) / 16 * 16;  // v's panels 64-byte aligned
+      kpack.reset(static_cast<float*>(::operator new(
+          static_cast<std::size_t>(voff + d.B * d.Hkv * f.vpack_group) * sizeof(float), std::align_val_t{64})));
       f.kpack = kpack.get();
+      f.vpack = kpack.get() + voff;
       const index_t span = 64 * MR;  // keys per packing task
       const index_t per = (d.Skv + span - 1) / span;
       const int pack_threads = static_cast<int>(std::min<index_t>(
@@ -724,16 +737,16 @@ struct cpu_structural_kernel<attention_op<KT, VT, MT>> {
       cpu_loop::for_tasks(d.B * d.Hkv * per, pack_threads, [&](index_t t) {
         const index_t grp = t / per, j0 = (t % per) * span;
         f.pack_keys(grp, j0, std::min(d.Skv, j0 + span), kpack.get());
+        f.pack_values(grp, j0, std::min(d.Skv, j0 + span), const_cast<float*>(f.vpack));
       });
     }
-    // a task index: the heaviest (last query) blocks first when causal, then groups
+    // a task index: group by group (neighbouring tasks, on whichever threads, read the
+    // same k and v from cache), and in a group the heaviest (last query) blocks first
     const auto decode = [&](index_t t, index_t& grp, index_t& blk) {
-      const index_t per = d.B * d.Hkv;
-      index_t qi = t / per;  // the (head block, query block) pair, reversed
-      grp = t % per;
+      grp = t / blocks;
+      const index_t qi = t % blocks;
       const index_t hb = qi % p.hblocks;
-      index_t qb = qi / p.hblocks;
-      qb = p.qblocks - 1 - qb;
+      const index_t qb = p.qblocks - 1 - qi / p.hblocks;
       blk = hb * p.qblocks + qb;
     };
     if (p.splits == 1) {
