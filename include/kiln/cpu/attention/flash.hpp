@@ -725,8 +725,13 @@ struct cpu_structural_kernel<attention_op<KT, VT, MT>> {
       f.kpack_group = keys * d.D;
       f.vpack_group = keys * f.ldo();
       const index_t voff = (d.B * d.Hkv * f.kpack_group + 15) / 16 * 16;  // v's panels 64-byte aligned
-      kpack.reset(static_cast<float*>(::operator new(
-          static_cast<std::size_t>(voff + d.B * d.Hkv * f.vpack_group) * sizeof(float), std::align_val_t{64})));
+      const auto bytes = static_cast<std::size_t>(voff + d.B * d.Hkv * f.vpack_group) * sizeof(float);
+      kpack.reset(static_cast<float*>(::operator new(bytes, std::align_val_t{64}, std::nothrow)));
+      if (!kpack) {
+        throw out_of_memory("kiln::attention: allocating " + std::to_string(bytes) + " bytes for k and v panels of " +
+                                s.describe() + " failed",
+                            bytes, 0);
+      }
       f.kpack = kpack.get();
       f.vpack = kpack.get() + voff;
       const index_t span = 64 * MR;  // keys per packing task
@@ -760,7 +765,13 @@ struct cpu_structural_kernel<attention_op<KT, VT, MT>> {
     const index_t w = d.Dv + 2;
     const index_t split_stride = p.rows * w;
     const index_t task_stride = split_stride * p.splits;
-    std::unique_ptr<float[]> partial(new float[static_cast<std::size_t>(tasks * task_stride)]);
+    std::unique_ptr<float[]> partial(new (std::nothrow) float[static_cast<std::size_t>(tasks * task_stride)]);
+    if (!partial) {
+      const auto bytes = static_cast<std::size_t>(tasks * task_stride) * sizeof(float);
+      throw out_of_memory("kiln::attention: allocating " + std::to_string(bytes) + " bytes of partial results for " +
+                              s.describe() + " failed",
+                          bytes, 0);
+    }
     cpu_loop::for_tasks(tasks * p.splits, threads, [&](index_t t) {
       const index_t task = t / p.splits, split = t % p.splits;
       index_t grp, blk;
