@@ -170,10 +170,10 @@ inline float update_row(float* s, index_t n, float& m, float& l) {
   bool nan = false;
   float mt;
   if constexpr (simd::enabled<A>) {
-    auto bad = mv != mv;
+    auto bad = xsimd::isnan(mv);  // not mv != mv: xsimd's != is the ordered compare on x86
     for (index_t j = 0; j < n; j += L) {
       const V x = cpu_gemm::vload<A>(s + j);
-      bad = bad || (x != x);
+      bad = bad || xsimd::isnan(x);
       mv = xsimd::max(mv, x);
     }
     nan = xsimd::any(bad);

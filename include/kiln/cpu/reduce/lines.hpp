@@ -12,6 +12,7 @@
 
 #include "kiln/core/shape.hpp"
 #include "kiln/cpu/simd.hpp"
+#include "kiln/expr/lanes.hpp"
 #include "kiln/ops/elementwise/exp.hpp"
 #include "kiln/ops/reduce/reducer.hpp"
 
@@ -31,7 +32,8 @@ C extreme_run(const C* x, index_t n, C acc) {
       auto pick = [](const V& a, const V& b) { return Max ? xsimd::max(a, b) : xsimd::min(a, b); };
       V a0 = V::load_unaligned(x), a1 = V::load_unaligned(x + W), a2 = V::load_unaligned(x + 2 * W),
         a3 = V::load_unaligned(x + 3 * W);
-      auto bad = (a0 != a0) || (a1 != a1) || (a2 != a2) || (a3 != a3);
+      // kiln::is_nan, not a != a: xsimd's batch != is the ordered compare on x86 (false for NaN)
+      auto bad = (is_nan(a0) || is_nan(a1)) || (is_nan(a2) || is_nan(a3));
       for (i = 4 * W; i + 4 * W <= n; i += 4 * W) {
         const V v0 = V::load_unaligned(x + i), v1 = V::load_unaligned(x + i + W), v2 = V::load_unaligned(x + i + 2 * W),
                 v3 = V::load_unaligned(x + i + 3 * W);
@@ -39,7 +41,7 @@ C extreme_run(const C* x, index_t n, C acc) {
         a1 = pick(a1, v1);
         a2 = pick(a2, v2);
         a3 = pick(a3, v3);
-        if constexpr (std::is_floating_point_v<C>) bad = bad || ((v0 != v0) || (v1 != v1)) || ((v2 != v2) || (v3 != v3));
+        if constexpr (std::is_floating_point_v<C>) bad = bad || ((is_nan(v0) || is_nan(v1)) || (is_nan(v2) || is_nan(v3)));
       }
       a0 = pick(pick(a0, a1), pick(a2, a3));
       if constexpr (std::is_floating_point_v<C>) nan = nan || xsimd::any(bad);

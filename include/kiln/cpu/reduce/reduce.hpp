@@ -70,7 +70,7 @@ void arg_run(const C* x, index_t n, index_t base, C& best, std::int64_t& at) {
         cur += I(static_cast<std::int32_t>(W));
         const V v = V::load_unaligned(x + i);
         auto take = Largest ? v > bv : v < bv;
-        if constexpr (std::is_floating_point_v<C>) take = (take || (v != v)) && (bv == bv);
+        if constexpr (std::is_floating_point_v<C>) take = (take || is_nan(v)) && (bv == bv);  // is_nan, not v != v: xsimd's != is ordered on x86
         bv = xsimd::select(take, v, bv);
         if constexpr (std::is_same_v<C, std::int32_t>) bi = xsimd::select(take, cur, bi);
         else bi = xsimd::select(lane_traits<I>::mask_for(take), cur, bi);
