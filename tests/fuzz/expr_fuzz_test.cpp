@@ -14,7 +14,7 @@
 // they were before the statement. Every element of the output's storage is checked:
 // inside the view against the interpreter, outside it unchanged.
 //
-//   KILN_FUZZ_ITERATIONS=<n>   trees per backend (default 300: the CI run)
+//   KILN_FUZZ_ITERATIONS=<n>   trees per backend (default: 300 on the CPU, 30 on Vulkan, the CI run)
 //   KILN_FUZZ_SEED=<s>         first tree's seed (default: from the run's KILN_TEST_SEED);
 //                              a failure prints the seed that replays that tree alone:
 //                              KILN_FUZZ_SEED=<s> KILN_FUZZ_ITERATIONS=1
@@ -409,7 +409,8 @@ std::string check_model(const view_model& m, const any_tensor<B>& t) {
         std::vector<index_t> shape(v.shape().begin(), v.shape().end());
         std::string bad;
         if (shape != m.shape) return "shape " + dims_text(shape) + ", model " + dims_text(m.shape);
-        for (std::size_t i = 0; i < shape.size(); ++i)
+        // (an empty view's strides address nothing: kiln may keep its own there)
+        for (std::size_t i = 0; i < shape.size() && m.numel() > 0; ++i)
           if (shape[i] > 1 && v.strides()[int(i)] != m.strides[i]) bad = "strides differ";
         if (m.numel() > 0 && v.offset() != m.offset) bad = "offset " + std::to_string(v.offset()) + ", model " + std::to_string(m.offset);
         return bad.empty() ? bad : "view " + m.how + ": " + bad;
@@ -757,14 +758,19 @@ void run_skeleton(kiln::context<B>& ctx, std::uint64_t seed, std::size_t k, tall
 
 template <class B>
 class expr_fuzz : public kiln_test::backend_test<B> {};
+
+namespace kiln_fuzz {
+inline constexpr std::uint64_t vulkan_trees = 30;
+}
 TYPED_TEST_SUITE(expr_fuzz, kiln_test::backend_types);
 
-// DISABLED_ until the interpreter's remaining false alarms are fixed and the Vulkan run fits the CI budget
-// (see the commit log); run it with --gtest_also_run_disabled_tests.
-TYPED_TEST(expr_fuzz, DISABLED_random_trees_match_the_float64_interpreter) {
+// Trees per run: 300 on the CPU; on Vulkan each tree compiles its own shader (lavapipe:
+// about a second), so the suite runs fewer there. KILN_FUZZ_ITERATIONS sets both.
+TYPED_TEST(expr_fuzz, random_trees_match_the_float64_interpreter) {
   using namespace kiln_fuzz;
   auto& ctx = kiln_test::ctx<TypeParam>();
-  const std::uint64_t iterations = env_u64("KILN_FUZZ_ITERATIONS", 300);
+  constexpr bool on_vulkan = !std::is_same_v<TypeParam, kiln_test::cpu>;
+  const std::uint64_t iterations = env_u64("KILN_FUZZ_ITERATIONS", on_vulkan ? vulkan_trees : 300);
   const std::uint64_t seed0 = first_seed();
   const auto start = std::chrono::steady_clock::now();
   tally t;

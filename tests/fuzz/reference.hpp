@@ -6,7 +6,8 @@
 // operands' sets through the double-precision reference (evaluated at the interval ends,
 // at 0 with both signs, and at the function's turning points: the image of a monotone
 // piece is spanned by its ends) and widens the hull by its stated tolerance (relative +
-// absolute, tests/support/tolerances.hpp) and by FLT_MIN (a device may flush subnormals).
+// absolute, tests/support/tolerances.hpp) and by FLT_MIN (a device may flush subnormals;
+// a subnormal operand is sampled at 0 and FLT_MIN too, see samples()).
 // So error propagates exactly as far as the tree lets it: a cancellation widens the
 // interval in absolute terms, a division by an interval around 0 gives "anything", and an
 // ill-conditioned comparison makes a mask "either". A kernel's value passes when it lies
@@ -101,7 +102,7 @@ struct allowance {
 };
 
 /// Samples of a value's set that span every monotone piece of the ops below.
-inline std::vector<double> samples(const value& v, std::initializer_list<double> turning = {}) {
+inline std::vector<double> samples(const value& v, const std::vector<double>& turning = {}) {
   std::vector<double> s;
   if (v.nan) s.push_back(std::numeric_limits<double>::quiet_NaN());
   if (!v.num) return s;
@@ -113,6 +114,21 @@ inline std::vector<double> samples(const value& v, std::initializer_list<double>
   }
   for (double t : turning)
     if (v.lo < t && t < v.hi) s.push_back(t);
+  // an infinite end holds finite values too, whose image may differ from the end's own
+  // (silu(-inf) is NaN, silu(x) -> -0 as x -> -inf): the largest finite floats stand for them
+  constexpr double fmax = std::numeric_limits<float>::max();
+  if (v.lo == -std::numeric_limits<double>::infinity() && v.hi > -fmax) s.push_back(-fmax);
+  if (v.hi == std::numeric_limits<double>::infinity() && v.lo < fmax) s.push_back(fmax);
+  // a subnormal operand may be taken as anything from 0 to FLT_MIN by a device's
+  // transcendental functions (lavapipe's log of 9e-41 is -88.2, of 0 -inf, of FLT_MIN
+  // -87.3; the true value is -92.2): such an end spans [0, FLT_MIN] with its sign
+  constexpr double fmin = std::numeric_limits<float>::min();
+  for (double e : {v.lo, v.hi}) {
+    if (e != 0 && std::abs(e) < fmin) {
+      s.push_back(std::copysign(0.0, e));
+      s.push_back(std::copysign(fmin, e));
+    }
+  }
   return s;
 }
 
@@ -137,10 +153,12 @@ struct hull {
     if (!r.num) return r;
     constexpr double fmax = std::numeric_limits<float>::max();
     constexpr double fmin = std::numeric_limits<float>::min();
-    const double m = std::max(std::abs(lo), std::abs(hi));
-    const double w = std::isinf(m) ? 0.0 : a.rel * m + a.abs + fmin;
-    r.lo = lo - w;
-    r.hi = hi + w;
+    // each end widened by the error allowed at its own magnitude: the result at a point
+    // y of [lo, hi] is off by at most rel |y| + abs, so it cannot pass below
+    // lo - rel |lo| - abs (nor above hi + rel |hi| + abs); an infinite end stays put
+    const auto widen = [&](double x) { return std::isinf(x) ? 0.0 : a.rel * std::abs(x) + a.abs + fmin; };
+    r.lo = lo - widen(lo);
+    r.hi = hi + widen(hi);
     auto to_float = [&](double& x, bool upper) {
       if (std::isinf(x)) return;
       // an end beyond FLT_MAX (with margin) is inf for sure, near it either
@@ -259,22 +277,23 @@ inline allowance unary_allowance(int op, bool vulkan) {
   }
 }
 
-inline allowance binary_allowance(int op, double b_mag_log, bool) {
+inline allowance binary_allowance(int op, double b_mag_log, double b_mag, bool vulkan) {
   switch (op) {
     case 0: case 1: case 2: case 4: case 5: case 7: return {2.5e-7, 0};
     case 3: return {3.5e-7, 0};  // GLSL division: 2.5 ulp
-    case 6: return {4e-6 + 1.2e-6 * b_mag_log, 0};
+    // GLSL's log2 is 2^-21 absolute in [0.5, 2]: b log2 a is off by |b| 2^-21, the result
+    // by |b| 2^-21 ln 2 relative (pow(0.988, 88.5): 2.9e-5 on lavapipe)
+    case 6: return {4e-6 + 1.2e-6 * b_mag_log + (vulkan ? 3.4e-7 * b_mag : 0.0), 0};
   }
   return {};
 }
 
 /// Turning points of the non-monotone unary ops (their minima).
-inline std::initializer_list<double> unary_turning(int op) {
-  static constexpr double gelu_min[] = {-0.7517915246935, -0.7522, -1.2784645427610738};
+inline std::vector<double> unary_turning(int op) {
   switch (op) {
-    case 11: return {gelu_min[0]};
-    case 12: return {gelu_min[1]};
-    case 13: return {gelu_min[2]};
+    case 11: return {-0.7517915246935};
+    case 12: return {-0.7522};
+    case 13: return {-1.2784645427610738};
   }
   return {};
 }
@@ -299,17 +318,20 @@ inline value eval_binary(int op, const value& a, const value& b, bool vulkan) {
     r.nan = true;
     return r;
   }
-  double blog = 0;
+  double blog = 0, bmag = 0;
   if (op == 6) {
-    for (double sb : samples(b))
+    for (double sb : samples(b)) {
+      if (std::isfinite(sb)) bmag = std::max(bmag, std::abs(sb));
       for (double sa : samples(a))
         if (std::isfinite(sb) && std::isfinite(sa) && sa != 0) blog = std::max(blog, std::abs(sb * std::log2(std::abs(sa))));
+    }
   }
   hull h;
   const auto sb = samples(b);
-  for (double x : samples(a))
+  // pow(1, y) is 1 for every y, NaN included: a base interval around 1 samples 1 itself
+  for (double x : samples(a, op == 6 ? std::vector<double>{1.0} : std::vector<double>{}))
     for (double y : sb) h.add(ref_binary(op, x, y));
-  return h.finish(ref, binary_allowance(op, blog, vulkan));
+  return h.finish(ref, binary_allowance(op, blog, bmag, vulkan));
 }
 
 inline value eval_compare(int op, const value& a, const value& b) {
