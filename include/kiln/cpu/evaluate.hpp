@@ -125,6 +125,8 @@ struct bound<A, leaf_node<T, B>> {
       return simd::gather<A>(row + i * inner, inner);
     }
   }
+  template <bool Contig>
+  auto part(index_t i, index_t n) const { return simd::load_part<A>(row + i * inner, inner, n); }
   C one(index_t i) const { return static_cast<C>(row[i * inner]); }
 };
 
@@ -140,6 +142,8 @@ struct bound<A, scalar_node<T>> {
   void seek(const index_t*, int) noexcept {}
   template <bool Contig>
   const V& vec(index_t) const { return b; }
+  template <bool Contig>
+  const V& part(index_t, index_t) const { return b; }
   C one(index_t) const { return s; }
 };
 
@@ -168,6 +172,8 @@ struct bound<A, structural_node<Op, Arg, P...>> {
     }
     return simd::load<A>(row + i);
   }
+  template <bool Contig>
+  auto part(index_t i, index_t n) const { return simd::load_part<A>(row + i * inner, inner, n); }
   C one(index_t i) const { return row[i * inner]; }
 };
 
@@ -188,6 +194,10 @@ struct bound<A, op_node<Op, Args...>> {
   auto vec(index_t i) const {
     return std::apply([&](const auto&... c) { return Op::apply(c.template vec<Contig>(i)...); }, ch);
   }
+  template <bool Contig>
+  auto part(index_t i, index_t n) const {
+    return std::apply([&](const auto&... c) { return Op::apply(c.template part<Contig>(i, n)...); }, ch);
+  }
   auto one(index_t i) const {
     return std::apply([&](const auto&... c) { return Op::apply(c.one(i)...); }, ch);
   }
@@ -203,6 +213,8 @@ struct bound<A, cast_node<To, Arg>> {
   void seek(const index_t* idx, int rank) noexcept { ch.seek(idx, rank); }
   template <bool Contig>
   auto vec(index_t i) const { return simd::convert<To, From, A>(ch.template vec<Contig>(i)); }
+  template <bool Contig>
+  auto part(index_t i, index_t n) const { return simd::convert<To, From, A>(ch.template part<Contig>(i, n)); }
   compute_t<To> one(index_t i) const { return convert_value<To, From>(ch.one(i)); }
 };
 
@@ -213,11 +225,14 @@ T to_out(const V& v) {
   else return to_storage<T>(v);
 }
 
-/// One row: full batches, then a scalar tail. Each loop body is the whole fused tree
-/// inlined, so there is ONE vector loop (streaming, plain or scattered stores are a
-/// predictable branch on the store alone) and ONE scalar loop (the head that aligns
-/// streaming stores and the tail run through it in two passes): every extra copy of the
-/// tree cost compile time per statement, and none of them was measurably faster.
+/// One row: full batches, then a partial batch for the tail. Each loop body is the whole
+/// fused tree inlined, so there is ONE loop over full batches (streaming, plain or
+/// scattered stores are a predictable branch on the store alone) and ONE partial-batch
+/// step (the head that aligns streaming stores and the tail run through it in two
+/// passes): every extra copy of the tree cost compile time per statement, and none of
+/// them was measurably faster. Head and tail take the vector code too (not the ops'
+/// scalar bodies, whose exp/log/tanh round differently): an element's bits depend on its
+/// operands alone, never on the row length, the alignment or the thread count.
 template <class A, bool Contig, class T, class Ev>
 KILN_CPU_FLATTEN void run_row(Ev& ev, T* orow, index_t oin, index_t len, bool stream) {
   constexpr bool vector = simd::enabled<A>;
@@ -231,7 +246,15 @@ KILN_CPU_FLATTEN void run_row(Ev& ev, T* orow, index_t oin, index_t len, bool st
     }
   }
   for (int pass = vector ? 0 : 1; pass < 2; ++pass) {
-    for (; i < stop; ++i) orow[i * oin] = to_out<T>(ev.one(i));
+    if constexpr (vector) {
+      constexpr auto W = static_cast<index_t>(simd::lanes<A>);
+      for (index_t n; i < stop; i += n) {
+        n = std::min(W, stop - i);
+        simd::store_part<A>(orow + i * oin, oin, n, ev.template part<Contig>(i, n));
+      }
+    } else {
+      for (; i < stop; ++i) orow[i * oin] = to_out<T>(ev.one(i));
+    }
     if (pass == 1) break;
     if constexpr (vector) {
       constexpr auto W = static_cast<index_t>(simd::lanes<A>);

@@ -46,6 +46,18 @@ struct lane_traits<xsimd::batch<T, A>> {
     return xsimd::select(m, a, b);
   }
 
+  /// a * b + c rounded once (kiln::detail::fmadd): AVX-512's own instruction, which
+  /// xsimd 8 does not use (its AVX-512 fma is a multiply and an add).
+  static batch fma(const batch& a, const batch& b, const batch& c) {
+    if constexpr (std::is_base_of_v<xsimd::avx512f, A> && std::is_same_v<T, float>) {
+      return _mm512_fmadd_ps(a, b, c);
+    } else if constexpr (std::is_base_of_v<xsimd::avx512f, A> && std::is_same_v<T, double>) {
+      return _mm512_fmadd_pd(a, b, c);
+    } else {
+      return xsimd::fma(a, b, c);
+    }
+  }
+
   /// x * 2^n (see kiln::detail::scale_by_pow2): AVX-512's scalef; elsewhere two exact
   /// powers of two built from exponent bits, so that 2^n itself never leaves the normals.
   static batch scale_by_pow2(const batch& x, const batch& n) {
@@ -141,6 +153,17 @@ cbatch<T, A> gather(const T* p, index_t stride) {
   return load_slow<T, A>(p, stride);
 }
 
+/// Loads n < lanes<A> elements p[0], p[stride], ... p[(n-1)*stride]; the other lanes
+/// repeat p[0] (a value the statement computes anyway: no new division by zero). The
+/// head and tail of a row run through the same vector code as its body, so an element's
+/// result never depends on where a row or a thread's chunk starts.
+template <class A, class T>
+cbatch<T, A> load_part(const T* p, index_t stride, index_t n) {
+  alignas(64) compute_t<T> buf[lanes<A>];
+  for (std::size_t j = 0; j < lanes<A>; ++j) buf[j] = static_cast<compute_t<T>>(p[index_t(j) < n ? index_t(j) * stride : 0]);
+  return cbatch<T, A>::load_aligned(buf);
+}
+
 /// Mask or value batch -> the compute batch of storage dtype T (masks become 1/0).
 template <class T, class A, class V>
 cbatch<T, A> as_compute(const V& v) {
@@ -182,6 +205,14 @@ void store(T* p, const V& value) {
 template <class A, class T, class V>
 void scatter(T* p, index_t stride, const V& value) {
   store_slow<T, A>(p, stride, as_compute<T, A>(value));
+}
+
+/// Stores the first n < lanes<A> lanes to p[0], p[stride], ... converted as store() does.
+template <class A, class T, class V>
+void store_part(T* p, index_t stride, index_t n, const V& value) {
+  alignas(64) T buf[lanes<A>];
+  store<A>(buf, value);
+  for (index_t j = 0; j < n; ++j) p[j * stride] = buf[j];
 }
 
 /// Whether stream() bypasses the cache for dtype T on arch A.

@@ -101,12 +101,22 @@ V scale_by_pow2(const V& x, const V& n) {
   }
 }
 
+/// a * b + c rounded once, for scalars and batches alike. Op bodies call this rather
+/// than an unqualified fma: a library's vector fma may be a multiply and an add where the
+/// target has no instruction of its own for it (xsimd 8 on AVX-512), and then whether the
+/// compiler contracts them depends on the optimisation level and the surrounding code
+/// (fma(c, c, -c * c), the error of a square, came out 0 at -O1).
+template <class V>
+V fmadd(const V& a, const V& b, const V& c) {
+  if constexpr (std::is_arithmetic_v<V>) return std::fma(a, b, c);
+  else return lane_traits<V>::fma(a, b, c);
+}
+
 /// c[0] + c[1] t + c[2] t^2 + ... by Horner's rule (one fused multiply-add a term).
 template <class V, class C, std::size_t N>
 V horner(const V& t, const std::array<C, N>& c) {
-  using std::fma;
   V r = V(c[N - 1]);
-  for (std::size_t k = N - 1; k-- > 0;) r = fma(r, t, V(c[k]));
+  for (std::size_t k = N - 1; k-- > 0;) r = fmadd(r, t, V(c[k]));
   return r;
 }
 

@@ -64,7 +64,7 @@ inline void vstore(float* p, const fvec<A>& v) noexcept {
 }
 template <class A>
 inline fvec<A> vfma(const fvec<A>& a, const fvec<A>& b, const fvec<A>& c) noexcept {
-  if constexpr (simd::enabled<A>) return xsimd::fma(a, b, c);
+  if constexpr (simd::enabled<A>) return kiln::detail::fmadd(a, b, c);  // one instruction also where xsimd has none (AVX-512)
   else return a * b + c;
 }
 template <class A>

@@ -64,13 +64,12 @@ param_floats to_floats(const Leaf& leaf) {
 /// instructions than the general exp on AVX2, where exp is most of softmax's work.
 template <class V>
 V exp_nonpositive(const V& x) {
-  using std::fma;
   using std::nearbyint;
   constexpr float lowest = -87.33654f;  // ln(FLT_MIN)
   const V c = max_keep_nan(V(lowest), x);
   const V n = nearbyint(c * V(exp_log2e));
-  const V r = fma(n, V(-exp_ln2_lo), fma(n, V(-exp_ln2_hi), c));
-  const V er = fma(r * r, horner(r, exp_pf), r) + V(1.0f);
+  const V r = fmadd(n, V(-exp_ln2_lo), fmadd(n, V(-exp_ln2_hi), c));
+  const V er = fmadd(r * r, horner(r, exp_pf), r) + V(1.0f);
   if constexpr (std::is_same_v<V, float>) {
     return x < lowest ? 0.0f : std::ldexp(er, static_cast<int>(n == n ? n : 0.0f)) + (n - n);
   } else {

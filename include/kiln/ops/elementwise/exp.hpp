@@ -36,12 +36,11 @@ inline constexpr float exp_min_arg = -104.0f;
 
 template <class V>
 V exp_approx(const V& x) {
-  using std::fma;
   using std::nearbyint;
   const V c = min_keep_nan(V(exp_max_arg), max_keep_nan(V(exp_min_arg), x));  // NaN stays NaN
   const V n = nearbyint(c * V(exp_log2e));
-  const V r = fma(n, V(-exp_ln2_lo), fma(n, V(-exp_ln2_hi), c));
-  const V er = fma(r * r, horner(r, exp_pf), r) + V(1.0f);
+  const V r = fmadd(n, V(-exp_ln2_lo), fmadd(n, V(-exp_ln2_hi), c));
+  const V er = fmadd(r * r, horner(r, exp_pf), r) + V(1.0f);
   return scale_by_pow2(er, n);
 }
 

@@ -48,15 +48,14 @@ struct gelu_op {
   static V apply(const V& x) {
     using detail::horner;
     using std::abs;
-    using std::fma;
     const V c = detail::min_keep_nan(V(detail::gelu_tail_limit), abs(x));  // NaN stays NaN
     const V h = c * c;
-    const V l = fma(c, c, -h);                        // c^2 = h + l exactly
+    const V l = detail::fmadd(c, c, -h);  // c^2 = h + l exactly
     V e = detail::exp_approx(V(-0.5f) * h);           // h / 2 is exact
-    e = fma(e, V(-0.5f) * l, e);                      // e^(-(h + l)/2)
+    e = detail::fmadd(e, V(-0.5f) * l, e);  // e^(-(h + l)/2)
     const V r = horner(c, detail::gelu_rp) / horner(c, detail::gelu_rq);
     // x r first: e is then normal wherever the result is (x r -> -0.4 for large |x|)
-    return select(x < V(0.0f), (x * r) * e, x * fma(-r, e, V(1.0f)));
+    return select(x < V(0.0f), (x * r) * e, x * detail::fmadd(-r, e, V(1.0f)));
   }
   static constexpr std::string_view glsl = "kiln_gelu({0})";
   static std::vector<std::string> glsl_functions() {

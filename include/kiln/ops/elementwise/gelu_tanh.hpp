@@ -37,9 +37,8 @@ struct gelu_tanh_op {
   template <class V>
   static V apply(const V& x) {
     using std::abs;
-    using std::fma;
     const V w = abs(x);
-    const V t = detail::exp_approx(w * fma(V(detail::gelu_tanh_b), w * w, V(detail::gelu_tanh_a)));  // e^(-2|u|)
+    const V t = detail::exp_approx(w * detail::fmadd(V(detail::gelu_tanh_b), w * w, V(detail::gelu_tanh_a)));  // e^(-2|u|)
     return (x * select(x < V(0.0f), t, V(1.0f))) / (V(1.0f) + t);
   }
   static constexpr std::string_view glsl = "kiln_gelu_tanh({0})";
