@@ -209,20 +209,23 @@ TYPED_TEST(position_test, rope_empty_one_element_nan) {
   y = kiln::rope(x0, p0);
   EXPECT_EQ(y.shape(), (kiln::shape{2, 0, 4}));
   auto xd = kiln::zeros<float>(c, {3, 0});  // D = 0
-  y = kiln::rope(xd, kiln::zeros<std::int32_t>(c, {3}));
-  EXPECT_EQ(y.numel(), 0);
+  kiln::tensor<float, TypeParam> yd;
+  yd = kiln::rope(xd, kiln::zeros<std::int32_t>(c, {3}));
+  EXPECT_EQ(yd.shape(), (kiln::shape{3, 0}));
 
   const std::vector<float> one = {1.5f, -0.5f};
   const std::vector<std::int32_t> p1 = {3};
-  y = kiln::rope(kiln::from_host(c, {1, 2}, std::span<const float>(one)), kiln::from_host(c, {1}, std::span<const std::int32_t>(p1)));
-  EXPECT_TRUE(near(y.to_host(), ref_rope(one, 2, p1, 10000.0f, false), one, 2, false, rope_tol, "rope [1, 2]"));
+  kiln::tensor<float, TypeParam> y1;
+  y1 = kiln::rope(kiln::from_host(c, {1, 2}, std::span<const float>(one)), kiln::from_host(c, {1}, std::span<const std::int32_t>(p1)));
+  EXPECT_TRUE(near(y1.to_host(), ref_rope(one, 2, p1, 10000.0f, false), one, 2, false, rope_tol, "rope [1, 2]"));
 
   // a NaN spoils its own pair only
   std::vector<float> hx(2 * 8, 0.5f);
   hx[1] = std::numeric_limits<float>::quiet_NaN();
   const std::vector<std::int32_t> hp = {4, 9};
-  y = kiln::rope(kiln::from_host(c, {2, 8}, std::span<const float>(hx)), kiln::from_host(c, {2}, std::span<const std::int32_t>(hp)));
-  const auto got = y.to_host();
+  kiln::tensor<float, TypeParam> yn;
+  yn = kiln::rope(kiln::from_host(c, {2, 8}, std::span<const float>(hx)), kiln::from_host(c, {2}, std::span<const std::int32_t>(hp)));
+  const auto got = yn.to_host();
   for (int j = 0; j < 16; ++j) EXPECT_EQ(std::isnan(got[j]), j == 1 || j == 5) << "element " << j;
   EXPECT_TRUE(near(got, ref_rope(hx, 8, hp, 10000.0f, false), hx, 8, false, rope_tol, "rope with a NaN"));
 }
