@@ -161,16 +161,25 @@ struct cpu_structural_kernel<embedding_op> {
     const index_t per_task = std::max<index_t>(1, block_elements / D);
     const index_t tasks = (rows + per_task - 1) / per_task;
     const int threads = structural_threads(state, double(rows * D), 1.0, tasks);
+    In* const direct = io.direct_out();  // the bare op into a contiguous tensor: rows copied straight there
     for_tasks(tasks, threads, [&](index_t t) {
       const index_t r0 = t * per_task, r1 = std::min(rows, r0 + per_task);
-      std::unique_ptr<In[]> buf(new In[static_cast<std::size_t>((r1 - r0) * D)]);
+      std::unique_ptr<In[]> buf;
+      In* out = direct ? direct + r0 * D : (buf.reset(new In[static_cast<std::size_t>((r1 - r0) * D)]), buf.get());
       for (index_t r = r0; r < r1; ++r) {
         const index_t id = ids[static_cast<std::size_t>(r)];
-        In* dst = buf.get() + (r - r0) * D;
-        if (const In* p = io.direct(id * D)) std::copy(p, p + D, dst);
-        else io.load(id * D, id * D + D, dst);
+        In* dst = out + (r - r0) * D;
+        if (const In* p = io.direct(id * D)) {
+          if (r + 2 < r1) {  // the table rows are scattered: ask for a later one while this one copies
+            const char* next = reinterpret_cast<const char*>(io.direct(index_t(ids[static_cast<std::size_t>(r + 2)]) * D));
+            for (index_t off = 0; off < D * index_t(sizeof(In)); off += 64) __builtin_prefetch(next + off, 0, 0);
+          }
+          std::copy(p, p + D, dst);
+        } else {
+          io.load(id * D, id * D + D, dst);
+        }
       }
-      io.store(r0 * D, r1 * D, buf.get());
+      if (!direct) io.store(r0 * D, r1 * D, out);
     });
   }
 };
