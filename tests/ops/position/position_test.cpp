@@ -225,6 +225,11 @@ TYPED_TEST(position_test, rope_fuses_and_runs_in_place) {
   for (auto& v : want) v = v * 0.25 + 1.0;
   EXPECT_TRUE(near(y.to_host(), want, x2, D, false, rope_tol * 0.25, "fused rope", 2.5e-7));
 
+  const std::string prefix = std::is_same_v<TypeParam, kiln_test::cpu> ? "cpu." : "vulkan.";
+  EXPECT_EQ(kiln::kernel_variant(kiln::rope(x, p)), prefix + "rope half-split");
+  EXPECT_EQ(kiln::kernel_variant(kiln::rope(x, p, {10000.0f, true})), prefix + "rope interleaved");
+  EXPECT_EQ(kiln::kernel_variant(kiln::embedding(kiln::reshape(x, {3 * S, D}), p)), prefix + "embedding");
+
   x = kiln::rope(x, p, {10000.0f, true});  // in place: each line is read before it is written
   EXPECT_TRUE(near(x.to_host(), ref_rope(hx, D, hp, 10000.0f, true), hx, D, true, rope_tol, "rope in place"));
 }

@@ -87,6 +87,11 @@ inline void rotate_row(const V* x, V* o, const float* c, const float* s, index_t
 
 template <>
 struct cpu_structural_kernel<rope_op> {
+  /// kiln::kernel_variant: "cpu.rope half-split" or "cpu.rope interleaved".
+  template <class A, class S>
+  static std::string variant(const S& s) {
+    return s.op.interleaved ? "cpu.rope interleaved" : "cpu.rope half-split";
+  }
   template <class A, class Io, class S>
   static void run(const cpu_state& state, const Io& io, const S& s, axis_split sp) {
     using namespace cpu_loop;
@@ -147,6 +152,11 @@ struct cpu_structural_kernel<rope_op> {
 
 template <>
 struct cpu_structural_kernel<embedding_op> {
+  /// kiln::kernel_variant: "cpu.embedding".
+  template <class A, class S>
+  static std::string variant(const S&) {
+    return "cpu.embedding";
+  }
   template <class A, class Io, class S>
   static void run(const cpu_state& state, const Io& io, const S& s, axis_split) {
     using namespace cpu_loop;

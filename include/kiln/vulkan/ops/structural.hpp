@@ -33,7 +33,11 @@ std::string structural_variant(const S& s) {
   if constexpr (S::family == structural_family::contract) {
     return gemm_variant(s);
   } else if constexpr (S::family == structural_family::gather || std::is_same_v<typename S::op_type, rope_op>) {
-    return "vulkan." + std::string(S::op_type::name);
+    if constexpr (std::is_same_v<typename S::op_type, rope_op>) {
+      return s.op.interleaved ? "vulkan.rope interleaved" : "vulkan.rope half-split";
+    } else {
+      return "vulkan." + std::string(S::op_type::name);
+    }
   } else {
     const context_state* ctx = nullptr;
     for_each_leaf(s.arg, [&](const auto& t) {
