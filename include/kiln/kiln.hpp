@@ -24,6 +24,7 @@
 #include "kiln/ops/reduce.hpp"
 #include "kiln/ops/linalg.hpp"
 #include "kiln/ops/attention.hpp"
+#include "kiln/ops/position.hpp"
 
 #include "kiln/cpu/backend.hpp"
 #include "kiln/cpu/evaluate.hpp"
@@ -32,3 +33,4 @@
 #include "kiln/cpu/reduce/row.hpp"
 #include "kiln/cpu/gemm/driver.hpp"
 #include "kiln/cpu/attention/flash.hpp"
+#include "kiln/cpu/position/position.hpp"

@@ -6,6 +6,7 @@
 
 #include <kiln/kiln.hpp>
 #include <kiln/vulkan/codegen.hpp>
+#include <kiln/vulkan/codegen/position.hpp>
 #include <kiln/vulkan/kernels_embedded.hpp>
 
 #include <cstdio>
@@ -407,4 +408,45 @@ TEST_F(codegen, every_structural_op_generates_valid_glsl) {
            {"log_softmax_t", structural(y, kiln::log_softmax(kiln::transpose(kiln::transpose(x)))).first->glsl}}) {
     EXPECT_EQ(glslc_errors(glsl, "structural_" + name), "") << name << "\n" << glsl;
   }
+}
+
+namespace {
+
+/// The position kernel (rope, embedding) of `out = e` with its parameters read as given.
+template <class T, class B, class E>
+vk::structural_kernel position(const kiln::tensor<T, B>& out, const E& e, std::vector<vk::position_param> params) {
+  const auto planned = kiln::detail::plan_node<true>(e);
+  const auto& s = kiln::detail::find_structural(planned);
+  constexpr bool rope = std::is_same_v<typename std::remove_cvref_t<decltype(s)>::op_type, kiln::detail::rope_op>;
+  return vk::make_position_kernel(out, planned, {256, 8, 32768, 128}, params,
+                                  rope ? vk::kernels::position_rope : vk::kernels::position_embedding);
+}
+
+}  // namespace
+
+TEST_F(codegen, rope_and_embedding_splice_prologue_and_epilogue_into_their_templates) {
+  auto q = kiln::zeros<float>(ctx, {2, 4, 9, 16});
+  auto pos = kiln::zeros<std::int32_t>(ctx, {9});
+  auto y = kiln::empty<float>(ctx, {2, 4, 9, 16});
+  auto n = kiln::rope(q * 2.0f, pos);
+  const auto& inv = std::get<1>(n.params).t;
+  const std::vector<vk::position_param> rp = {{kiln::dtype::i32, pos.storage().get(), 0, 1},
+                                              {kiln::dtype::f32, inv.storage().get(), 0, 1}};
+  const auto k = position(y, n * 0.5f, rp);
+  ASSERT_NE(k.first, nullptr);
+  EXPECT_EQ(k.first->expression, "mul(rope(mul(a, t0), w0, w1), s0)");
+  EXPECT_EQ(k.first_tasks, (2u * 4 * 9 * 8 + 127) / 128);
+  check_golden_text(k.first->glsl, "rope_fused");
+  auto h = kiln::empty<kiln::half>(ctx, {2, 4, 9, 16});
+  auto qh = kiln::zeros<kiln::half>(ctx, {2, 4, 9, 16});
+  EXPECT_EQ(glslc_errors(position(h, kiln::rope(qh, pos, {500000.0f, true}), rp).first->glsl, "rope_interleaved_f16"), "");
+
+  auto table = kiln::zeros<kiln::bfloat16>(ctx, {50, 12});
+  auto ids = kiln::zeros<std::int32_t>(ctx, {3, 5});
+  auto e = kiln::empty<float>(ctx, {3, 5, 12});
+  const auto ke = position(e, kiln::cast<float>(kiln::embedding(table, ids)) * 3.0f,
+                           {{kiln::dtype::i32, ids.storage().get(), 0, 1}});
+  EXPECT_EQ(ke.first->expression, "mul(cast<f32>(embedding(a, w0)), s0)");
+  EXPECT_EQ(ke.first_tasks, (3u * 5 * 12 + 127) / 128);
+  check_golden_text(ke.first->glsl, "embedding_fused");
 }

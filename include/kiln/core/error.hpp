@@ -52,6 +52,13 @@ class out_of_memory : public device_error {
   std::size_t available_;
 };
 
+/// An index (an embedding id, a gathered position) outside the range its operand allows;
+/// the message names the op, the bad index, where it was and the valid range.
+class index_error : public error {
+ public:
+  using error::error;
+};
+
 /// A generated or user-supplied shader failed to compile.
 class shader_error : public error {
  public:

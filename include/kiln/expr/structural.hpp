@@ -36,6 +36,8 @@ enum class structural_family {
              // parameter [..., K, N]; the node's own shape rules, ops/linalg/matmul.hpp)
   attend,    // scaled dot-product attention: input q [B, Hq, Sq, D], parameters k, v (and
              // a mask); output [B, Hq, Sq, Dv] (ops/attention/attention.hpp)
+  gather,    // rows picked by index: input a table [V, D], parameter int32 ids of any
+             // shape; output [..ids.., D] (ops/position/embedding.hpp)
 };
 
 /// The input's elements as [outer, extent, inner] around the op's axis.
@@ -129,7 +131,7 @@ auto make_structural(X&& x, int axis, bool all, bool keepdims, float eps, P&&...
   n.axis = all ? 0 : normalize_axis(Op::name, axis, n.input_shape, input());
   if constexpr (Op::family == structural_family::reduce) {
     n.shape_ = reduced_shape(n.input_shape, n.axis, all, keepdims);
-  } else {  // row: the input's shape; contract: set by the op's front end
+  } else {  // row: the input's shape; contract, attend, gather: set by the op's front end
     n.shape_ = n.input_shape;
   }
   return n;

@@ -621,6 +621,84 @@ void main() {
 }
 )kiln_glsl";
 
+/// position/embedding.comp
+inline constexpr std::string_view position_embedding = R"kiln_glsl(// kernels/position/embedding.comp — kiln::embedding (gather family): one invocation per
+// output element t = k * D + j: row k's id, clamped to [0, V) (the host has checked
+// every id before recording; the clamp keeps a buffer changed since from being read out
+// of bounds), then the table's expression at input position id * D + j. Generated before
+// it (codegen/position.hpp): the parameter block `p` (rows = number of ids, extent = D,
+// seq = V, ...) and the hooks kiln_prologue, kiln_epilogue and int kiln_id(uint k).
+layout(local_size_x = KILN_WG) in;
+
+void main() {
+  uint t = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * KILN_WG + gl_LocalInvocationIndex;
+  if (t >= p.rows * p.extent) return;
+  uint k = t / p.extent, j = t - k * p.extent;
+  uint id = uint(clamp(kiln_id(k), 0, int(p.seq) - 1));
+  kiln_epilogue(KILN_RESULT(kiln_prologue(id * p.extent + j)), t);
+}
+)kiln_glsl";
+
+/// position/rope.comp
+inline constexpr std::string_view position_rope = R"kiln_glsl(// kernels/position/rope.comp — kiln::rope (row family): one invocation per pair of a row,
+// which reads both elements, turns them and writes both (so `x = rope(x, pos)` in place
+// is safe). Generated before it (codegen/position.hpp): #version, KILN_* defines, the
+// buffers, the parameter block `p` (rows, extent = D, seq = S, then the operands'
+// offsets, extents and strides and the scalars), and the hooks
+//   float kiln_prologue(uint pos)                  x's expression at input position pos
+//   void kiln_epilogue(KILN_RESULT value, uint pos)
+//   int kiln_position(uint s), float kiln_inv_freq(uint i)
+// Row r (input positions r * D ..) is at sequence index r % S. Pairs: (i, i + D/2), or
+// (2i, 2i + 1) with KILN_INTERLEAVED. Workgroups numbered as in kernels/reduce/rows.comp
+// (2-D grid past maxComputeWorkGroupCount[0]).
+layout(local_size_x = KILN_WG) in;
+
+// cos and sin of a float angle to about an ulp on every device: GLSL's own sin and cos
+// promise only 2^-11 absolute error, inside [-pi, pi]. a - j * pi/2 with pi/2 split into
+// four parts of at most 7 significant bits (exact products for |j| < 2^17, each step
+// cancelling exactly) and a float fifth, then minimax polynomials on [-pi/4, pi/4].
+// Angles past 2^17 * pi/2 (about 205887 radians) fall back to the built-in functions.
+void kiln_sincos(float a, out float c, out float s) {
+  float j = floor(a * 0.636619772 + 0.5);
+  if (abs(j) >= 131072.0) {
+    c = cos(a);
+    s = sin(a);
+    return;
+  }
+  precise float r = a - j * 1.5625;
+  r = r - j * 0.0081787109375;
+  r = r - j * 0.00011730194091796875;
+  r = r - j * 3.129243850708008e-07;
+  r = r - j * 9.92093629470503e-10;
+  float z = r * r;
+  float sp = r + r * z * ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1);
+  float cp = 1.0 - 0.5 * z + z * z * ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2);
+  int q = int(j) & 3;
+  if (q == 0) { s = sp; c = cp; }
+  else if (q == 1) { s = cp; c = -sp; }
+  else if (q == 2) { s = -sp; c = -cp; }
+  else { s = -cp; c = sp; }
+}
+
+void main() {
+  uint t = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * KILN_WG + gl_LocalInvocationIndex;
+  uint h = p.extent >> 1u;
+  if (t >= p.rows * h) return;
+  uint row = t / h, i = t - row * h;
+  float a = float(kiln_position(row % p.seq)) * kiln_inv_freq(i);  // the float angle, as Hugging Face's
+  float c, s;
+  kiln_sincos(a, c, s);
+#if KILN_INTERLEAVED
+  uint j0 = row * p.extent + 2u * i, j1 = j0 + 1u;
+#else
+  uint j0 = row * p.extent + i, j1 = j0 + h;
+#endif
+  float x0 = kiln_prologue(j0), x1 = kiln_prologue(j1);
+  kiln_epilogue(KILN_RESULT(x0 * c - x1 * s), j0);
+  kiln_epilogue(KILN_RESULT(x1 * c + x0 * s), j1);
+}
+)kiln_glsl";
+
 /// reduce/columns.comp
 inline constexpr std::string_view reduce_columns = R"kiln_glsl(// kernels/reduce/columns.comp — column mode of the reduce family (a fragment after
 // ops.comp): the axis is not the last (inner > 1), so the outputs [outer, inner] are one
@@ -984,6 +1062,8 @@ inline constexpr embedded_kernel all[] = {
     {"gemm_merge", gemm_merge},
     {"gemm_naive", gemm_naive},
     {"gemm_tiled", gemm_tiled},
+    {"position_embedding", position_embedding},
+    {"position_rope", position_rope},
     {"reduce_columns", reduce_columns},
     {"reduce_ops", reduce_ops},
     {"reduce_rows", reduce_rows},

@@ -1,0 +1,153 @@
+// kiln/vulkan/codegen/position.hpp — the source of kiln::rope's and kiln::embedding's
+// kernels (kernels/position/{rope,embedding}.comp): the structural codegen's prologue,
+// epilogue, operand buffers and parameters (codegen/structural.hpp) with this file's
+// family text: the parameter block's rows, extent and seq, and the parameter hooks
+//   rope:      int kiln_position(uint s), float kiln_inv_freq(uint i)
+//   embedding: int kiln_id(uint k)
+// One invocation per pair of a row (rope) or per output element (embedding); the whole
+// source is the cache key.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/core/error.hpp"
+#include "kiln/expr/layout.hpp"
+#include "kiln/expr/structural.hpp"
+#include "kiln/expr/traverse.hpp"
+#include "kiln/ops/position/embedding.hpp"
+#include "kiln/ops/position/rope.hpp"
+#include "kiln/vulkan/codegen/structural.hpp"
+
+namespace kiln::detail::vk {
+
+/// A parameter tensor of a position kernel as the kernel reads it: element k at
+/// offset + k * stride (rank 1, or a contiguous copy).
+struct position_param {
+  dtype type = dtype::i32;
+  const void* storage = nullptr;
+  index_t offset = 0, stride = 1;
+};
+
+/// The family text of a position kernel: rope (interleaved or not) or embedding.
+inline structural_family_text position_family_text(const structural_plan& sp, bool rope, bool interleaved,
+                                                   std::string_view result_type) {
+  using structural_text::load;
+  structural_family_text f;
+  f.comment = rope ? std::string("// rope, ") + (interleaved ? "interleaved pairs" : "half-split pairs") +
+                         ", one invocation a pair, " + std::to_string(sp.wg) + " invocations" +
+                         (sp.params_buffer ? "; parameter buffer" : "") + "\n"
+                   : "// embedding, one invocation an element, " + std::to_string(sp.wg) + " invocations" +
+                         (sp.params_buffer ? "; parameter buffer" : "") + "\n";
+  auto def = [&](std::string_view name, const std::string& v) { f.defines += "#define " + std::string(name) + " " + v + "\n"; };
+  def("KILN_WG", std::to_string(sp.wg) + "u");
+  def("KILN_RESULT", std::string(result_type));
+  def("KILN_INTERLEAVED", interleaved ? "1" : "0");
+  f.members = "  uint rows;\n  uint extent;\n  uint seq;\n";
+  f.param_members = "  uint poff0;\n  int pst0;\n";
+  f.hooks += std::string(rope ? "int kiln_position(uint k)" : "int kiln_id(uint k)") + " { return " +
+             load(sp.params[0], "uint(int(p.poff0) + int(k) * p.pst0)") + "; }\n";
+  if (rope) {
+    f.param_members += "  uint poff1;\n";
+    f.hooks += "float kiln_inv_freq(uint i) { return " + load(sp.params[1], "p.poff1 + i") + "; }\n";
+  }
+  return f;
+}
+
+/// The source of a position kernel under plan, once per process per (T, N, plan).
+template <class T, class N, class S>
+const structural_source& cached_position_source(const N& n, const S& s, const structural_plan& plan, bool rope,
+                                                bool interleaved, std::string_view tmpl) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::unique_ptr<const structural_source>> sources;
+  std::string key = structural_plan_key(plan);
+  key += rope ? (interleaved ? 'I' : 'R') : 'E';
+  std::lock_guard lock(mutex);
+  if (auto it = sources.find(key); it != sources.end()) return *it->second;
+  emitter pro(plan.in), epi(plan.out);
+  std::string pro_result, epi_result, readable;
+  emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
+  const std::string_view result_type = glsl_compute_type<typename S::value_type>();
+  auto src = std::make_unique<structural_source>(
+      assemble_structural(plan, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(), result_type,
+                          position_family_text(plan, rope, interleaved, result_type), std::move(readable), {tmpl}));
+  src->name = structural_kernel_name(S::op_type::name, src->glsl);
+  return *sources.emplace(std::move(key), std::move(src)).first->second;
+}
+
+/// Plans and generates the kernel of `out = n` whose structural node is a rope or an
+/// embedding; params: its parameter tensors as the kernel reads them (rope: positions,
+/// inv_freq; embedding: the ids, contiguous). Throws kiln::shape_error past the 32-bit
+/// indexing of the kernel.
+template <class T, class B, class N>
+structural_kernel make_position_kernel(const tensor<T, B>& out, const N& n, const structural_options& opt,
+                                       std::span<const position_param> params, std::string_view tmpl) {
+  using namespace structural_detail;
+  const auto& s = find_structural(n);
+  using S = std::remove_cvref_t<decltype(s)>;
+  constexpr bool rope = std::is_same_v<typename S::op_type, rope_op>;
+  constexpr std::size_t LI = leaf_count_v<decltype(s.arg)>, LO = leaf_count_v<N>;
+
+  structural_kernel kn;
+  index_t rows = 0, extent = 0, seq = 0, threads = 0;
+  if constexpr (rope) {
+    extent = s.input_shape[s.input_shape.rank() - 1];
+    rows = extent ? s.input_shape.numel() / extent : 0;
+    seq = s.op.seq;
+    threads = rows * (extent / 2);
+  } else {
+    extent = s.input_shape[1];
+    rows = s.shape().numel() / std::max<index_t>(extent, 1);
+    if (extent == 0) rows = 0;
+    seq = s.input_shape[0];
+    threads = rows * extent;
+  }
+  if (threads == 0) {
+    kn.empty = true;
+    return kn;
+  }
+  if (threads > index_t(UINT32_MAX) || s.input_shape.numel() > index_t(UINT32_MAX)) {
+    throw shape_error("kiln::" + std::string(S::op_type::name) + " on vulkan: " + s.arg.describe() +
+                      " needs more than 2^32 - 1 positions, past the 32-bit indexing of its kernel; split the tensor");
+  }
+  const auto in_lay = make_input_layout(s.input_shape, s.arg);
+  const auto out_lay = make_layout(out, n);
+  const auto ops = gather_operands(out, n, s);
+
+  structural_plan plan;
+  plan.row_op = rope;
+  plan.acc_float = true;
+  binder bind;
+  plan_operands(plan, ops, in_lay, out_lay, bind);
+  for (const position_param& q : params) plan.params.push_back(operand_plan{q.type, bind(q.storage), access::strided, -1});
+  plan.bindings = static_cast<std::uint32_t>(bind.storages.size());
+  plan.wg = std::min<std::uint32_t>(pow2_floor(std::max<std::uint32_t>(opt.max_workgroup, 1)), 128);
+
+  std::vector<std::uint32_t>& w = kn.push;
+  word(w, rows, "row count");
+  word(w, extent, "extent");
+  word(w, seq, rope ? "sequence length" : "table rows");
+  input_words<LI>(w, ops.in, in_lay, plan.in);
+  word(w, params[0].offset, "element offset");
+  if (params[0].stride < INT32_MIN || params[0].stride > INT32_MAX) word(w, index_t(UINT32_MAX) + 1, "stride");
+  w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(params[0].stride)));
+  if constexpr (rope) word(w, params[1].offset, "element offset");
+  (void)output_words<LO>(w, ops.out, out_lay, plan.out, n, s);
+  plan.params_buffer = opt.max_push_bytes && w.size() * 4 > opt.max_push_bytes;
+
+  bool interleaved = false;
+  if constexpr (rope) interleaved = s.op.interleaved;
+  kn.first = &cached_position_source<T>(n, s, plan, rope, interleaved, tmpl);
+  kn.first_tasks = (static_cast<std::uint64_t>(threads) + plan.wg - 1) / plan.wg;
+  return kn;
+}
+
+}  // namespace kiln::detail::vk
