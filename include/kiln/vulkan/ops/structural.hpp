@@ -1,6 +1,6 @@
 // kiln/vulkan/ops/structural.hpp — a statement holding one structural op, routed by the
 // op's family: reduce and row families to ops/reduce.hpp, contract (matmul) to
-// ops/gemm.hpp; and the name of the kernel each would run (kiln::kernel_variant).
+// ops/gemm.hpp, attend (attention) to ops/attention.hpp; and the name of the kernel each would run (kiln::kernel_variant).
 #pragma once
 
 #if !defined(KILN_VULKAN_UMBRELLA)
@@ -12,6 +12,7 @@
 
 #include "kiln/expr/plan.hpp"
 #include "kiln/expr/structural.hpp"
+#include "kiln/vulkan/ops/attention.hpp"
 #include "kiln/vulkan/ops/gemm.hpp"
 #include "kiln/vulkan/ops/reduce.hpp"
 
@@ -21,6 +22,7 @@ template <class T, class B, class N>
 void record_structural_kernel(const tensor<T, B>& out, const N& n) {
   using S = std::remove_cvref_t<decltype(find_structural(n))>;
   if constexpr (S::family == structural_family::contract) record_gemm_kernel(out, n);
+  else if constexpr (S::family == structural_family::attend) record_attention_kernel(out, n);
   else record_reduce_kernel(out, n);
 }
 
@@ -28,6 +30,8 @@ template <class S>
 std::string structural_variant(const S& s) {
   if constexpr (S::family == structural_family::contract) {
     return gemm_variant(s);
+  } else if constexpr (S::family == structural_family::attend) {
+    return attention_variant(s);
   } else {
     const context_state* ctx = nullptr;
     for_each_leaf(s.arg, [&](const auto& t) {
