@@ -57,9 +57,10 @@ void main() {
     uint i = q0 + r * WG + lid;
     bool live = i < p.Sq;
     uint qpos = ((head * p.Sq) + (live ? i : 0u)) * KILN_D;
-    [[unroll]] for (uint c = 0u; c < KILN_D4; ++c) {
+    // q through the prologue: loops kept rolled (each call is a copy of the prologue)
+    [[dont_unroll]] for (uint c = 0u; c < KILN_D4; ++c) {
       vec4 v = vec4(0.0);
-      [[unroll]] for (uint t = 0u; t < 4u; ++t)
+      [[dont_unroll]] for (uint t = 0u; t < 4u; ++t)
         if (live && 4u * c + t < KILN_D) v[t] = kiln_prologue(qpos + 4u * c + t);
       q[r][c] = v * p.scale;
     }
@@ -155,9 +156,10 @@ void main() {
     float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;
     if (isnan(l[r])) inv = l[r];
     uint opos = (head * p.Sq + i) * KILN_DV;
-    [[unroll]] for (uint c = 0u; c < KILN_DV4; ++c) {
-      [[unroll]] for (uint t = 0u; t < 4u; ++t)
-        if (4u * c + t < KILN_DV) kiln_epilogue(KILN_RESULT(acc[r][c][t] * inv), opos + 4u * c + t);
+    [[dont_unroll]] for (uint c = 0u; c < KILN_DV4; ++c) {
+      vec4 o = acc[r][c] * inv;
+      [[dont_unroll]] for (uint t = 0u; t < 4u; ++t)
+        if (4u * c + t < KILN_DV) kiln_epilogue(KILN_RESULT(o[t]), opos + 4u * c + t);
     }
   }
 }

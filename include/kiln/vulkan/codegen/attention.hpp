@@ -112,7 +112,7 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
   if (c.shared_bytes(d.D, d.Dv) > dev.shared_bytes) return fail("decode");
   const std::uint64_t rows = std::uint64_t(d.B) * std::uint64_t(d.Hq) * std::uint64_t(std::max<index_t>(d.Sq, 1));
   const std::uint64_t keys = std::uint64_t(std::max<index_t>(d.Skv, 1));
-  if (c.kind == attention_kind::decode) return c;
+  if (forced == "decode") return c;
   if (forced != "split") {
     // automatic: split when the rows alone leave the device idle and each chunk keeps
     // at least min_chunk keys; otherwise the one-dispatch decode kernel
@@ -122,6 +122,7 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
       c.kind = attention_kind::decode;
       return c;
     }
+    c.kind = attention_kind::split;
     c.splits = static_cast<std::uint32_t>(want);
   } else {
     c.splits = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(keys / c.wg, 1, 16));
