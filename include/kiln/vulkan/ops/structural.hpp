@@ -1,6 +1,7 @@
 // kiln/vulkan/ops/structural.hpp — a statement holding one structural op, routed by the
 // op's family: reduce and row families to ops/reduce.hpp, contract (matmul) to
-// ops/gemm.hpp, attend (attention) to ops/attention.hpp; and the name of the kernel each would run (kiln::kernel_variant).
+// ops/gemm.hpp, attend (attention) to ops/attention.hpp; and the name of the kernel each
+// would run (kiln::kernel_variant).
 #pragma once
 
 #if !defined(KILN_VULKAN_UMBRELLA)
