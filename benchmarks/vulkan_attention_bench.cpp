@@ -6,10 +6,11 @@
 //   BM_attention_materialised/vulkan/<S>   the same as s = (q k^T) * scale + causal mask,
 //                                          p = softmax(s), y = p v: two matmuls around an
 //                                          S x S softmax (three statements)
-//   BM_attention_decode_split/vulkan/<Skv> B=1, H=8, D=128, Sq = 1 (decoding): split-KV,
-//                                          chosen by shape (2 dispatches)
-//   BM_attention_decode_single/vulkan/<Skv> the same on the one-workgroup-per-row decode
-//                                          kernel (KILN_VULKAN_ATTENTION=decode)
+//   BM_attention_decode/vulkan/<Skv>/<H>   B=1, D=128, Sq = 1 (decoding), H heads: the
+//                                          variant chosen by shape (split-KV, 2 dispatches,
+//                                          when the rows are too few to fill the device)
+//   BM_attention_decode_single/vulkan/<Skv>/<H> the same on the one-workgroup-per-row
+//                                          decode kernel (KILN_VULKAN_ATTENTION=decode)
 // GFLOP/s: 4 * H * Sq * Skv * D per iteration (halved for causal: the visible half);
 // decode also GB/s of K and V read. Each iteration waits for the device.
 #include <benchmark/benchmark.h>
@@ -108,8 +109,7 @@ void decode(benchmark::State& state, const char* variant) {
   auto* g = gpu();
   if (!g) return state.SkipWithError("no Vulkan device");
   forced_variant force(variant);
-  constexpr index_t Hd = 8;
-  const index_t Skv = state.range(0);
+  const index_t Skv = state.range(0), Hd = state.range(1);
   gpu_tensor q = kiln::random<float>(*g, {1, Hd, 1, D}, -1, 1, 1);
   gpu_tensor k = kiln::random<float>(*g, {1, Hd, Skv, D}, -1, 1, 2);
   gpu_tensor v = kiln::random<float>(*g, {1, Hd, Skv, D}, -1, 1, 3);
@@ -126,14 +126,14 @@ void decode(benchmark::State& state, const char* variant) {
                                               benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
-void BM_attention_decode_split(benchmark::State& s) { decode(s, nullptr); }
+void BM_attention_decode(benchmark::State& s) { decode(s, nullptr); }
 void BM_attention_decode_single(benchmark::State& s) { decode(s, "decode"); }
 
 }  // namespace
 
 BENCHMARK(BM_attention_flash)->Name("BM_attention_flash/vulkan")->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_attention_materialised)->Name("BM_attention_materialised/vulkan")->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_attention_decode_split)->Name("BM_attention_decode_split/vulkan")->Arg(4096)->Arg(16384)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_attention_decode_single)->Name("BM_attention_decode_single/vulkan")->Arg(4096)->Arg(16384)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_attention_decode)->Name("BM_attention_decode/vulkan")->Args({4096, 8})->Args({16384, 8})->Args({16384, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_attention_decode_single)->Name("BM_attention_decode_single/vulkan")->Args({4096, 8})->Args({16384, 8})->Args({16384, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 int main(int argc, char** argv) { return kiln_bench::run_main(argc, argv, [] {}); }

@@ -114,9 +114,11 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
   const std::uint64_t keys = std::uint64_t(std::max<index_t>(d.Skv, 1));
   if (forced == "decode") return c;
   if (forced != "split") {
-    // automatic: split when the rows alone leave the device idle and each chunk keeps
-    // at least min_chunk keys; otherwise the one-dispatch decode kernel
-    const std::uint64_t target = dev.cpu ? 64 : 512, min_chunk = dev.cpu ? 512 : 256;
+    // automatic: split when the rows alone leave the device idle (a CPU device runs a
+    // workgroup per thread: fewer rows than a few threads; a GPU: fewer than a few
+    // hundred workgroups) and each chunk keeps at least min_chunk keys; otherwise the
+    // one-dispatch decode kernel (the merge costs a dispatch and a pass over partials)
+    const std::uint64_t target = dev.cpu ? 8 : 512, min_chunk = dev.cpu ? 512 : 256;
     const std::uint64_t want = std::min<std::uint64_t>({ceil_div(target, rows), keys / min_chunk, 256});
     if (want < 2) {
       c.kind = attention_kind::decode;
