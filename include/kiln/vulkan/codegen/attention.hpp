@@ -10,8 +10,8 @@
 //           f32 output accumulators), an online softmax per row; causal tiles past a
 //           block's last visible key are never visited. GPUs: 64 invocations x 1 row;
 //           CPU devices (lavapipe: a workgroup is one thread, SIMD across invocations,
-//           each shared-memory read a loop over lanes): 8 invocations x 4 rows, so each
-//           staged K/V vector feeds four rows.
+//           each shared-memory read a loop over lanes): 8 invocations x 4 rows (2 or 1
+//           for head dims past 128), so each staged K/V vector feeds several rows.
 //   decode  Sq <= 4: one workgroup per query row, invocations over keys (a score each,
 //           the tile's max by subgroup / shared-memory reduction), then over the output
 //           columns for p v. One dispatch.
@@ -101,6 +101,9 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
   if (c.kind == attention_kind::flash) {
     c.wg = std::min<std::uint32_t>(dev.cpu ? 8 : 64, pow2_at_most(max_wg));
     c.rq = dev.cpu ? 4 : 1;
+    // registers: at most 256 vec4s of q and accumulators per invocation (D = Dv = 128 x 4 rows)
+    const std::uint64_t vecs = std::uint64_t((d.D + 3) / 4 + (d.Dv + 3) / 4);
+    while (c.rq > 1 && c.rq * vecs > 256) c.rq /= 2;
     // few query rows: smaller blocks so the block's rows are mostly real
     while (c.rq > 1 && std::uint64_t(c.wg) * c.rq / 2 >= std::uint64_t(std::max<index_t>(d.Sq, 1))) c.rq /= 2;
     for (c.bkv = 32; c.bkv >= 4; c.bkv /= 2)
