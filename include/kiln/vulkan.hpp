@@ -28,4 +28,5 @@
 #include "kiln/vulkan/backend.hpp"
 #include "kiln/vulkan/ops/reduce.hpp"
 #include "kiln/vulkan/ops/gemm.hpp"
+#include "kiln/vulkan/ops/attention.hpp"
 #include "kiln/vulkan/ops/structural.hpp"

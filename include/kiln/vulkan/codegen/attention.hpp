@@ -1,0 +1,372 @@
+// kiln/vulkan/codegen/attention.hpp — the source of an attention kernel (attend family):
+// the statement's prologue (q's expression, read by position in [B, Hq, Sq, D]) and
+// epilogue (the elementwise tree around the result, applied to each output before its
+// one store) from the structural codegen, k, v and the optional additive mask read in
+// place through their strides, then kernels/attention/*.comp.
+//
+// Variants (select_attention; kiln::kernel_variant names the one a statement runs):
+//   flash   one workgroup per (batch, head, query block): K/V tiles of BKV keys staged
+//           in shared memory, RQ query rows per invocation kept in registers (q and the
+//           f32 output accumulators), an online softmax per row; causal tiles past a
+//           block's last visible key are never visited. GPUs: 64 invocations x 1 row;
+//           CPU devices (lavapipe: a workgroup is one thread, SIMD across invocations,
+//           each shared-memory read a loop over lanes): 8 invocations x 4 rows (2 or 1
+//           for head dims past 128), so each staged K/V vector feeds several rows.
+//   decode  Sq <= 4: one workgroup per query row, invocations over keys (a score each,
+//           the tile's max by subgroup / shared-memory reduction), then over the output
+//           columns for p v. One dispatch.
+//   split   decode with the keys spread over N workgroups per row (flash-decoding):
+//           each writes its partial max, sum and unnormalised output, a second dispatch
+//           (merge.comp) combines them and applies the epilogue. Chosen for few rows
+//           over a long Skv.
+// D and Dv are compile-time (#defines: register arrays); tile and workgroup sizes are
+// specialisation constants; causal, scale and softcap are parameters (no new kernel).
+// KILN_VULKAN_ATTENTION=flash|decode|split forces a variant (tests, benchmarks).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/core/error.hpp"
+#include "kiln/ops/attention/attention.hpp"
+#include "kiln/vulkan/codegen/gemm.hpp"  // gemm_device: the device limits every kernel family reads
+#include "kiln/vulkan/codegen/structural.hpp"
+
+namespace kiln::detail::vk {
+
+enum class attention_kind : std::uint8_t { flash = 1, decode = 2, split = 3 };
+
+/// A chosen attention variant and its sizes.
+struct attention_choice {
+  attention_kind kind = attention_kind::flash;
+  std::uint32_t wg = 64;      // invocations per workgroup
+  std::uint32_t rq = 1;       // flash: query rows per invocation (BQ = wg * rq)
+  std::uint32_t bkv = 32;     // flash: keys per shared-memory tile
+  std::uint32_t splits = 1;   // split: key chunks per row
+  std::uint64_t chunk = 0;    // split: keys per chunk (a multiple of wg)
+
+  std::uint32_t bq() const { return wg * rq; }
+  /// Shared memory the kernel declares, in bytes, for head dims d and dv.
+  std::uint32_t shared_bytes(index_t d, index_t dv) const {
+    const auto d4 = static_cast<std::uint32_t>((d + 3) / 4), dv4 = static_cast<std::uint32_t>((dv + 3) / 4);
+    if (kind == attention_kind::flash) return bkv * (d4 + dv4) * 16;
+    return 2 * wg * 4;
+  }
+  /// Specialisation constants 2, 3, ... (see kernels/attention/*.comp).
+  std::vector<std::uint32_t> constants() const {
+    if (kind == attention_kind::flash) return {wg, rq, bkv};
+    return {wg};
+  }
+  std::string name() const {
+    switch (kind) {
+      case attention_kind::flash: return "vulkan.attention.flash " + std::to_string(bq()) + "x" + std::to_string(bkv);
+      case attention_kind::decode: return "vulkan.attention.decode";
+      case attention_kind::split: return "vulkan.attention.split " + std::to_string(splits) + " (2 dispatches)";
+    }
+    return {};
+  }
+};
+
+/// The variant for dims d on device dev; `forced` (KILN_VULKAN_ATTENTION) overrides.
+/// `what` names the operands for errors: kiln::device_error when nothing fits the device.
+inline attention_choice select_attention(const attention_dims& d, const gemm_device& dev, std::string_view forced,
+                                         const std::string& what) {
+  using gemm_detail::ceil_div;
+  using gemm_detail::pow2_at_most;
+  const std::uint32_t max_wg = std::min(dev.max_invocations, dev.max_wg_x);
+  attention_choice c;
+  if (forced == "flash") c.kind = attention_kind::flash;
+  else if (forced == "decode") c.kind = attention_kind::decode;
+  else if (forced == "split") c.kind = attention_kind::split;
+  else if (!forced.empty()) {
+    throw device_error(what + ": KILN_VULKAN_ATTENTION is '" + std::string(forced) +
+                       "'; it must be flash, decode or split (or unset: chosen by shape)");
+  } else if (d.Sq <= 4) {
+    c.kind = attention_kind::decode;
+  }
+  const auto fail = [&](const std::string& kind) -> attention_choice {
+    throw device_error(what + ": no " + kind + " attention kernel fits the device (the smallest needs " +
+                       std::to_string(c.wg) + " invocations and " + std::to_string(c.shared_bytes(d.D, d.Dv)) +
+                       " bytes of shared memory; it allows " + std::to_string(max_wg) +
+                       " (maxComputeWorkGroupInvocations / Size[0]) and " + std::to_string(dev.shared_bytes) +
+                       " (maxComputeSharedMemorySize))");
+  };
+  if (c.kind == attention_kind::flash) {
+    c.wg = std::min<std::uint32_t>(dev.cpu ? 8 : 64, pow2_at_most(max_wg));
+    c.rq = dev.cpu ? 4 : 1;
+    // registers: at most 256 vec4s of q and accumulators per invocation (D = Dv = 128 x 4 rows)
+    const std::uint64_t vecs = std::uint64_t((d.D + 3) / 4 + (d.Dv + 3) / 4);
+    while (c.rq > 1 && c.rq * vecs > 256) c.rq /= 2;
+    // few query rows: smaller blocks so the block's rows are mostly real
+    while (c.rq > 1 && std::uint64_t(c.wg) * c.rq / 2 >= std::uint64_t(std::max<index_t>(d.Sq, 1))) c.rq /= 2;
+    for (c.bkv = 32; c.bkv >= 4; c.bkv /= 2)
+      if (c.shared_bytes(d.D, d.Dv) <= dev.shared_bytes) return c;
+    c.bkv = 4;
+    return fail("flash");
+  }
+  c.wg = std::min<std::uint32_t>(64, pow2_at_most(max_wg));
+  if (c.shared_bytes(d.D, d.Dv) > dev.shared_bytes) return fail("decode");
+  const std::uint64_t rows = std::uint64_t(d.B) * std::uint64_t(d.Hq) * std::uint64_t(std::max<index_t>(d.Sq, 1));
+  const std::uint64_t keys = std::uint64_t(std::max<index_t>(d.Skv, 1));
+  if (forced == "decode") return c;
+  if (forced != "split") {
+    // automatic: split when the rows alone leave the device idle (a CPU device runs a
+    // workgroup per thread: fewer rows than a few threads; a GPU: fewer than a few
+    // hundred workgroups) and each chunk keeps at least min_chunk keys; otherwise the
+    // one-dispatch decode kernel (the merge costs a dispatch and a pass over partials)
+    const std::uint64_t target = dev.cpu ? 8 : 512, min_chunk = dev.cpu ? 512 : 256;
+    const std::uint64_t want = std::min<std::uint64_t>({ceil_div(target, rows), keys / min_chunk, 256});
+    if (want < 2) {
+      c.kind = attention_kind::decode;
+      return c;
+    }
+    c.kind = attention_kind::split;
+    c.splits = static_cast<std::uint32_t>(want);
+  } else {
+    c.splits = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(keys / c.wg, 1, 16));
+  }
+  c.chunk = ceil_div(ceil_div(keys, c.splits), c.wg) * c.wg;
+  c.splits = static_cast<std::uint32_t>(ceil_div(keys, c.chunk));
+  return c;
+}
+
+/// What an attention kernel is compiled for (sizes are specialisation constants).
+struct attention_plan {
+  structural_plan base;  // operands (the prologue's, the epilogue's; k, v, mask as params 0..2)
+  attention_kind kind = attention_kind::flash;
+  std::uint8_t phase = 0;  // split: 1 partial results, 2 the merge
+  index_t D = 0, Dv = 0;
+  std::uint32_t dvl = 1;   // decode / split: output columns per invocation (ceil(Dv / wg))
+  bool subgroup = false;   // decode / split: subgroupMax for the tile's max
+};
+
+inline std::string attention_plan_key(const attention_plan& a) {
+  std::string k = structural_plan_key(a.base);
+  k += '|';
+  k += static_cast<char>(a.kind);
+  k += static_cast<char>(a.phase);
+  k += static_cast<char>(a.subgroup);
+  k += std::to_string(a.D) + "," + std::to_string(a.Dv) + "," + std::to_string(a.dvl);
+  return k;
+}
+
+/// The attend family's part of the generated source: parameters, k / v / mask reads.
+inline structural_family_text attention_family_text(const attention_plan& a, std::string_view result_type) {
+  using structural_text::load;
+  const structural_plan& sp = a.base;
+  structural_family_text f;
+  static constexpr const char* kinds[] = {"", "flash", "decode", "split"};
+  const bool mask = sp.params.size() > 2;
+  f.comment = std::string("// attention ") + kinds[static_cast<int>(a.kind)] + ", phase " + std::to_string(a.phase) +
+              ", D " + std::to_string(a.D) + ", Dv " + std::to_string(a.Dv) + (mask ? ", additive mask" : "") +
+              (a.subgroup ? ", subgroup max" : "") + (sp.params_buffer ? "; parameter buffer" : "") +
+              "; sizes are specialisation constants\n";
+  f.extensions += "#extension GL_EXT_control_flow_attributes : require\n";  // [[unroll]]
+  if (a.subgroup) {
+    f.extensions += "#extension GL_KHR_shader_subgroup_basic : require\n";
+    f.extensions += "#extension GL_KHR_shader_subgroup_arithmetic : require\n";
+  }
+  auto def = [&](std::string_view name, const std::string& v) { f.defines += "#define " + std::string(name) + " " + v + "\n"; };
+  def("KILN_PHASE", std::to_string(a.phase));
+  def("KILN_D", std::to_string(a.D) + "u");
+  def("KILN_DV", std::to_string(a.Dv) + "u");
+  def("KILN_D4", std::to_string(std::max<index_t>((a.D + 3) / 4, 1)) + "u");
+  def("KILN_DV4", std::to_string(std::max<index_t>((a.Dv + 3) / 4, 1)) + "u");
+  def("KILN_DVL", std::to_string(a.dvl) + "u");
+  def("KILN_MASK", mask ? "1" : "0");
+  def("KILN_SUBGROUP", a.subgroup ? "1" : "0");
+  def("KILN_RESULT", std::string(result_type));
+  if (a.phase) {
+    f.buffers += "layout(std430, set = 0, binding = " + std::to_string(sp.bindings) + ") " +
+                 (a.phase == 1 ? "writeonly " : "readonly ") + "buffer kiln_partial_buf { float kiln_partial[]; };\n";
+    f.extra_bindings = 1;
+  }
+  f.members = "  uint B;\n  uint Hq;\n  uint Sq;\n  uint Skv;\n  uint group;\n  uint rows;\n  uint qblocks;\n"
+              "  uint splits;\n  uint chunk;\n  uint causal;\n  float scale;\n  float softcap;\n";
+  static constexpr const char* names[] = {"k", "v", "m"};
+  for (std::size_t q = 0; q < sp.params.size(); ++q) {
+    const std::string n = names[q];
+    f.param_members += "  uint " + n + "off;\n";
+    for (int d = 0; d < 4; ++d) f.param_members += "  int " + n + "s" + std::to_string(d) + ";\n";
+  }
+  for (std::size_t q = 0; q < sp.params.size(); ++q) {
+    const std::string n = names[q];
+    f.hooks += "float kiln_" + n + "(int e) { return " + load(sp.params[q], "uint(e)") + "; }\n";
+  }
+  return f;
+}
+
+/// A statement's attention kernel: one source, or split's two; the parameters (both take
+/// the same), workgroups and specialisation constants of each.
+struct attention_kernel {
+  const structural_source* first = nullptr;
+  const structural_source* second = nullptr;  // split's merge
+  attention_choice choice;
+  std::vector<std::uint32_t> push;
+  std::vector<std::uint32_t> first_constants, second_constants;
+  std::uint32_t first_wg = 0, second_wg = 0;
+  std::uint64_t first_tasks = 0, second_tasks = 0;
+  std::uint64_t partials = 0;  // split: floats of partial results
+  bool empty = false;          // no output element: nothing to dispatch
+};
+
+/// The source of an attention kernel under plan a, once per process per (T, N, plan).
+template <class T, class N, class S>
+const structural_source& cached_attention_source(const N& n, const S& s, const attention_plan& a, std::string_view tmpl) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::unique_ptr<const structural_source>> sources;
+  std::string key = attention_plan_key(a);
+  std::lock_guard lock(mutex);
+  if (auto it = sources.find(key); it != sources.end()) return *it->second;
+  emitter pro(a.base.in), epi(a.base.out);
+  std::string pro_result, epi_result, readable;
+  emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
+  const std::string_view result_type = glsl_compute_type<typename S::value_type>();
+  auto src = std::make_unique<structural_source>(
+      assemble_structural(a.base, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(),
+                          result_type, attention_family_text(a, result_type), std::move(readable), {tmpl}));
+  src->name = structural_kernel_name("attention", src->glsl);
+  return *sources.emplace(std::move(key), std::move(src)).first->second;
+}
+
+/// The forced variant (KILN_VULKAN_ATTENTION), or "".
+inline std::string_view forced_attention() {
+  const char* v = std::getenv("KILN_VULKAN_ATTENTION");
+  return v ? std::string_view(v) : std::string_view();
+}
+
+template <class S>
+std::string attention_what(const S& s) {
+  std::string w = "kiln::attention: q is " + s.arg.describe() + ", k is " + std::get<0>(s.params).t.describe() +
+                  ", v is " + std::get<1>(s.params).t.describe();
+  if constexpr (S::op_type::has_mask) w += ", mask is " + std::get<2>(s.params).t.describe();
+  return w;
+}
+
+/// The variant an attention node s runs on a device dev (shared by recording and
+/// kiln::kernel_variant).
+template <class S>
+attention_choice attention_choice_of(const S& s, const gemm_device& dev) {
+  return select_attention(attention_dims_of(s), dev, forced_attention(), attention_what(s) + " on vulkan");
+}
+
+/// Plans and generates the attention kernel of `out = n` (a planned tree whose structural
+/// node is an attention). templates: kernels/attention/{flash,decode,merge}.comp. Throws
+/// kiln::shape_error where sizes pass the kernels' 32-bit indexing, kiln::device_error
+/// where no variant fits the device.
+template <class T, class B, class N>
+attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, const gemm_device& dev,
+                                       std::uint32_t max_push_bytes, std::string_view flash_glsl,
+                                       std::string_view decode_glsl, std::string_view merge_glsl) {
+  using namespace structural_detail;
+  using gemm_detail::ceil_div;
+  const auto& s = find_structural(n);
+  using S = std::remove_cvref_t<decltype(s)>;
+  constexpr std::size_t LI = leaf_count_v<decltype(s.arg)>, LO = leaf_count_v<N>;
+  const attention_dims d = attention_dims_of(s);
+  const std::string what = attention_what(s) + " on vulkan";
+
+  attention_kernel kn;
+  kn.choice = attention_choice_of(s, dev);
+  const attention_choice& c = kn.choice;
+  const std::uint64_t rows = std::uint64_t(d.B) * std::uint64_t(d.Hq) * std::uint64_t(d.Sq);
+  const std::uint64_t outputs = rows * std::uint64_t(d.Dv);
+  if (outputs == 0) {
+    kn.empty = true;
+    return kn;
+  }
+  if (outputs > UINT32_MAX || std::uint64_t(s.input_shape.numel()) > UINT32_MAX ||
+      (c.kind == attention_kind::split && rows * c.splits * std::uint64_t(d.Dv + 2) > UINT32_MAX)) {
+    throw shape_error(what + ": more than 2^32 - 1 elements, past the 32-bit indexing of the Vulkan attention "
+                             "kernels; split the batch");
+  }
+
+  const auto in_lay = make_input_layout(s.input_shape, s.arg);
+  const auto out_lay = make_layout(out, n);
+  const auto ops = gather_operands(out, n, s);
+
+  attention_plan a;
+  a.kind = c.kind;
+  a.D = d.D;
+  a.Dv = d.Dv;
+  a.dvl = c.kind == attention_kind::flash ? 1 : static_cast<std::uint32_t>(ceil_div(std::uint64_t(std::max<index_t>(d.Dv, 1)), c.wg));
+  a.subgroup = c.kind != attention_kind::flash && dev.subgroup > 1 && c.wg % dev.subgroup == 0;
+  binder bind;
+  plan_operands(a.base, ops, in_lay, out_lay, bind);
+  a.base.acc_float = true;
+  std::apply(
+      [&](const auto&... q) {
+        ((a.base.params.push_back(operand_plan{dtype_traits<typename std::remove_cvref_t<decltype(q.t)>::value_type>::value,
+                                               bind(q.t.storage().get()), access::strided, -1})),
+         ...);
+      },
+      s.params);
+  a.base.bindings = static_cast<std::uint32_t>(bind.storages.size());
+
+  // geometry
+  const std::uint64_t qblocks = c.kind == attention_kind::flash ? ceil_div(std::uint64_t(d.Sq), c.bq()) : 1;
+  const std::uint64_t tasks =
+      c.kind == attention_kind::flash ? std::uint64_t(d.B) * std::uint64_t(d.Hq) * qblocks : rows * c.splits;
+  if (tasks > UINT32_MAX) throw shape_error(what + ": more workgroups than 32-bit task numbers name; split the batch");
+
+  // parameters: members, the input's, k's / v's / mask's (param_members), the output's, scalars
+  std::vector<std::uint32_t>& w = kn.push;
+  word(w, d.B, "batch");
+  word(w, d.Hq, "query heads");
+  word(w, d.Sq, "query length");
+  word(w, d.Skv, "key length");
+  word(w, d.group(), "group");
+  word(w, index_t(rows), "rows");
+  word(w, index_t(qblocks), "query blocks");
+  word(w, index_t(c.splits), "splits");
+  word(w, index_t(c.kind == attention_kind::split ? c.chunk : std::uint64_t(std::max<index_t>(d.Skv, 1))), "chunk");
+  w.push_back(s.op.causal ? 1u : 0u);
+  w.push_back(std::bit_cast<std::uint32_t>(s.op.scale));
+  w.push_back(std::bit_cast<std::uint32_t>(s.op.softcap));
+  input_words<LI>(w, ops.in, in_lay, a.base.in);
+  const auto sword = [&](index_t v) {
+    if (v < INT32_MIN || v > INT32_MAX) word(w, index_t(UINT32_MAX) + 1, "stride");
+    w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(v)));
+  };
+  const auto strided4 = [&](const auto& t) {  // k, v: rank 4
+    word(w, t.offset(), "element offset");
+    for (int i = 0; i < 4; ++i) sword(t.shape()[i] == 1 ? 0 : t.strides()[i]);
+  };
+  strided4(std::get<0>(s.params).t);
+  strided4(std::get<1>(s.params).t);
+  if constexpr (S::op_type::has_mask) {
+    const auto& m = std::get<2>(s.params).t;
+    word(w, m.offset(), "element offset");
+    for (index_t st : attention_mask_strides(m)) sword(st);
+  }
+  [[maybe_unused]] const std::size_t scalars = output_words<LO>(w, ops.out, out_lay, a.base.out, n, s);
+  a.base.params_buffer = max_push_bytes && w.size() * 4 > max_push_bytes;
+
+  kn.first_constants = c.constants();
+  kn.first_wg = c.wg;
+  kn.first_tasks = tasks;
+  if (c.kind == attention_kind::flash) {
+    kn.first = &cached_attention_source<T>(n, s, a, flash_glsl);
+  } else if (c.kind == attention_kind::decode) {
+    kn.first = &cached_attention_source<T>(n, s, a, decode_glsl);
+  } else {
+    a.phase = 1;
+    kn.first = &cached_attention_source<T>(n, s, a, decode_glsl);
+    a.phase = 2;
+    kn.second = &cached_attention_source<T>(n, s, a, merge_glsl);
+    kn.second_wg = gemm_detail::pow2_at_most(std::min<std::uint32_t>({64u, dev.max_invocations, dev.max_wg_x}));
+    kn.second_constants = {kn.second_wg};
+    kn.second_tasks = ceil_div(outputs, kn.second_wg);
+    kn.partials = rows * c.splits * std::uint64_t(d.Dv + 2);
+  }
+  return kn;
+}
+
+}  // namespace kiln::detail::vk
