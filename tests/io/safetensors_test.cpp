@@ -194,3 +194,116 @@ TYPED_TEST(safetensors, strided_view_is_saved_row_major) {
   EXPECT_EQ(f.info("tt").shape, (std::vector<std::int64_t>{4, 3}));
   EXPECT_EQ(f.template load<float>(ctx, "tt").to_host(), tt.to_host());
 }
+
+// ---- The independent fixture -------------------------------------------------------------
+
+namespace {
+
+std::string fixture_path() { return std::string(KILN_IO_TEST_DATA) + "/fixture.safetensors"; }
+
+template <class T>
+std::vector<T> from_floats(std::initializer_list<float> v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+}  // namespace
+
+TYPED_TEST(safetensors, reads_the_python_fixture) {
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  auto f = st::open(fixture_path());
+  EXPECT_EQ(f.metadata(), (std::map<std::string, std::string>{{"format", "pt"}, {"writer", "make_safetensors_fixture.py"}}));
+  // names() follows the data, not the JSON (which lists the entries in reverse)
+  EXPECT_EQ(f.names(), (std::vector<std::string>{"weight", "half", "bf", "i8", "u8", "i32", "i64", "f64", "mask",
+                                                 "scalar", "nothing", "gewicht.ä/重み"}));
+
+  auto w = f.template load<float>(ctx, "weight");
+  EXPECT_EQ(w.shape(), (kiln::shape{2, 3}));
+  EXPECT_TRUE(same_bytes(w.to_host(), std::vector<float>{1.0f, -2.5f, 0.125f, 3.0e38f, -0.0f, 1.0e-40f}));
+
+  auto h = f.template load<kiln::half>(ctx, "half").to_host();
+  ASSERT_EQ(h.size(), 4u);
+  EXPECT_EQ(h[0].bits, 0x3c00);
+  EXPECT_EQ(h[1].bits, 0xb800);
+  EXPECT_EQ(h[2].bits, 0x7bff);  // 65504, the largest finite half
+  EXPECT_EQ(h[3].bits, 0x0400);  // 2^-14, the smallest normal
+
+  auto bf = f.template load<kiln::bfloat16>(ctx, "bf").to_host();
+  EXPECT_EQ(std::vector<float>(bf.begin(), bf.end()), (std::vector<float>{1.0f, -3.5f, 0.15625f}));
+
+  EXPECT_EQ(f.template load<std::int8_t>(ctx, "i8").to_host(), (std::vector<std::int8_t>{-128, -1, 0, 1, 127}));
+  auto u8 = f.template load<std::uint8_t>(ctx, "u8");
+  EXPECT_EQ(u8.shape(), (kiln::shape{2, 2}));
+  EXPECT_EQ(u8.to_host(), (std::vector<std::uint8_t>{0, 1, 200, 255}));
+  EXPECT_EQ(f.template load<std::int32_t>(ctx, "i32").to_host(),
+            (std::vector<std::int32_t>{INT32_MIN, 123456789, INT32_MAX}));
+
+  auto s = f.template load<float>(ctx, "scalar");
+  EXPECT_EQ(s.rank(), 0);
+  EXPECT_EQ(s.to_host(), std::vector<float>{42.0f});
+  auto e = f.template load<float>(ctx, "nothing");
+  EXPECT_EQ(e.shape(), (kiln::shape{0, 4}));
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(f.template load<std::int32_t>(ctx, "gewicht.ä/重み").to_host(), std::vector<std::int32_t>{-7});
+
+  // dtypes kiln has no tensors for: listed, readable as bytes, not loadable
+  EXPECT_EQ(f.info("i64").dtype, "I64");
+  EXPECT_EQ(f.info("i64").shape, std::vector<std::int64_t>{2});
+  EXPECT_EQ(f.info("i64").bytes, 16u);
+  std::int64_t i64[2];
+  std::memcpy(i64, f.bytes("i64").data(), 16);
+  EXPECT_EQ(i64[0], -1);
+  EXPECT_EQ(i64[1], std::int64_t(1) << 40);
+  double d;
+  std::memcpy(&d, f.bytes("f64").data(), 8);
+  EXPECT_EQ(d, 3.141592653589793);
+  EXPECT_EQ(f.info("mask").dtype, "BOOL");
+  EXPECT_EQ(f.bytes("mask").size(), 3u);
+  for (const char* n : {"i64", "f64", "mask"}) {
+    const auto msg = format_error_of([&] { (void)f.template load<std::int32_t>(ctx, n); });
+    EXPECT_TRUE(has(msg, "fixture.safetensors")) << msg;
+    EXPECT_TRUE(has(msg, n)) << msg;
+    EXPECT_TRUE(has(msg, f.info(n).dtype)) << msg;
+    EXPECT_TRUE(has(msg, "kiln has no")) << msg;
+  }
+}
+
+TYPED_TEST(safetensors, wrong_dtype_and_missing_names_are_named) {
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  auto f = st::open(fixture_path());
+  auto msg = format_error_of([&] { (void)f.template load<kiln::half>(ctx, "weight"); });
+  EXPECT_TRUE(has(msg, "fixture.safetensors")) << msg;
+  EXPECT_TRUE(has(msg, "'weight'")) << msg;
+  EXPECT_TRUE(has(msg, "F32")) << msg;
+  EXPECT_TRUE(has(msg, "F16")) << msg;
+  msg = format_error_of([&] { (void)f.template load<std::uint8_t>(ctx, "i8"); });
+  EXPECT_TRUE(has(msg, "stored as I8, requested U8")) << msg;
+  msg = format_error_of([&] { (void)f.template load<float>(ctx, "no.such.tensor"); });
+  EXPECT_TRUE(has(msg, "'no.such.tensor'")) << msg;
+  EXPECT_TRUE(has(msg, "no such tensor")) << msg;
+  EXPECT_FALSE(f.contains("no.such.tensor"));
+}
+
+TEST(safetensors_file, move_only_handle) {
+  static_assert(!std::is_copy_constructible_v<st::file>);
+  static_assert(!std::is_copy_assignable_v<st::file>);
+  static_assert(std::is_nothrow_move_constructible_v<st::file>);
+  auto f = st::open(fixture_path());
+  st::file g = std::move(f);
+  EXPECT_EQ(g.names().size(), 12u);
+  EXPECT_EQ(g.path(), fixture_path());
+  g = st::open(fixture_path());  // move-assign over a live mapping
+  std::int32_t v;
+  std::memcpy(&v, g.bytes("gewicht.ä/重み").data(), 4);
+  EXPECT_EQ(v, -7);
+}
+
+TEST(safetensors_file, missing_file_is_a_kiln_error_naming_it) {
+  try {
+    (void)st::open("/nonexistent/dir/model.safetensors");
+    FAIL() << "no exception";
+  } catch (const kiln::format_error&) {
+    FAIL() << "a file that is not there is not a format error";
+  } catch (const kiln::error& e) {
+    EXPECT_TRUE(has(e.what(), "/nonexistent/dir/model.safetensors"));
+  }
+}
