@@ -307,3 +307,156 @@ TEST(safetensors_file, missing_file_is_a_kiln_error_naming_it) {
     EXPECT_TRUE(has(e.what(), "/nonexistent/dir/model.safetensors"));
   }
 }
+
+// ---- Damaged files -------------------------------------------------------------------------
+
+namespace {
+
+/// A file of an 8-byte length, the header text, then data bytes.
+std::vector<unsigned char> make_file(const std::string& header, std::size_t data_bytes, std::uint64_t length) {
+  std::vector<unsigned char> b(8);
+  for (int k = 0; k < 8; ++k) b[static_cast<std::size_t>(k)] = static_cast<unsigned char>(length >> (8 * k));
+  b.insert(b.end(), header.begin(), header.end());
+  for (std::size_t k = 0; k < data_bytes; ++k) b.push_back(static_cast<unsigned char>(k));
+  return b;
+}
+std::vector<unsigned char> make_file(const std::string& header, std::size_t data_bytes = 64) {
+  return make_file(header, data_bytes, header.size());
+}
+
+/// The format_error opening these bytes gives (written to a file under tmp).
+std::string open_error(const temp_dir& tmp, const std::vector<unsigned char>& bytes) {
+  const auto p = tmp / "damaged.safetensors";
+  write_file(p, bytes);
+  return format_error_of([&] { (void)st::open(p); });
+}
+
+struct damage {
+  const char* what;
+  std::string header;
+  const char* says;         // a part of the message
+  const char* tensor = "";  // the entry it names, if any
+};
+
+}  // namespace
+
+TEST(safetensors_damage, short_files) {
+  temp_dir tmp;
+  for (std::size_t n = 0; n < 8; ++n) {
+    const auto msg = open_error(tmp, std::vector<unsigned char>(n, 0));
+    EXPECT_TRUE(has(msg, "damaged.safetensors")) << msg;
+    EXPECT_TRUE(has(msg, "shorter than the 8-byte header length")) << msg;
+  }
+}
+
+TEST(safetensors_damage, header_length) {
+  temp_dir tmp;
+  const std::string h = R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})";
+  // one past the end, far past it, the limit, and values that wrap 8 + n
+  for (std::uint64_t n : {std::uint64_t(h.size() + 5), std::uint64_t(1) << 20, st::max_header_bytes}) {
+    const auto msg = open_error(tmp, make_file(h, 4, n));
+    EXPECT_TRUE(has(msg, "runs past the end of the file")) << n << ": " << msg;
+    EXPECT_TRUE(has(msg, "damaged.safetensors")) << msg;
+  }
+  for (std::uint64_t n : {st::max_header_bytes + 1, std::uint64_t(1) << 40, ~std::uint64_t(0), ~std::uint64_t(0) - 7}) {
+    const auto msg = open_error(tmp, make_file(h, 4, n));
+    EXPECT_TRUE(has(msg, "above the limit")) << n << ": " << msg;
+  }
+  // too short: the JSON is cut
+  EXPECT_TRUE(has(open_error(tmp, make_file(h, 4, h.size() - 1)), "not valid JSON"));
+  EXPECT_TRUE(has(open_error(tmp, make_file(h, 4, 0)), "not valid JSON"));
+  // exact: fine, also with no data at all for an empty tensor
+  write_file(tmp / "ok.safetensors", make_file(h, 4));
+  EXPECT_EQ(st::open(tmp / "ok.safetensors").info("a").bytes, 4u);
+  write_file(tmp / "ok0.safetensors", make_file(R"({"e":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})", 0));
+  EXPECT_EQ(st::open(tmp / "ok0.safetensors").info("e").bytes, 0u);
+  write_file(tmp / "none.safetensors", make_file("{}", 0));
+  EXPECT_TRUE(st::open(tmp / "none.safetensors").names().empty());
+}
+
+TEST(safetensors_damage, every_class_throws_format_error_naming_file_and_tensor) {
+  temp_dir tmp;
+  const std::vector<damage> cases = {
+      {"bad JSON", R"({"a":{"dtype":"U8","shape":[4],)", "not valid JSON"},
+      {"bad JSON", "hello", "not valid JSON"},
+      {"bad JSON", std::string("{\"\xff\xfe\":1}"), "not valid JSON"},
+      {"trailing", R"({} {})", "not valid JSON"},
+      {"not an object", "[1, 2]", "not an object"},
+      {"not an object", "42", "not an object"},
+      {"not an object", "null", "not an object"},
+      {"not an object", R"("text")", "not an object"},
+      {"entry not an object", R"({"a":5})", "entry is JSON number", "a"},
+      {"entry not an object", R"({"a":[1,2]})", "entry is JSON array", "a"},
+      {"no dtype", R"({"a":{"shape":[4],"data_offsets":[0,4]}})", "no \"dtype\"", "a"},
+      {"no shape", R"({"a":{"dtype":"U8","data_offsets":[0,4]}})", "no \"shape\"", "a"},
+      {"no offsets", R"({"a":{"dtype":"U8","shape":[4]}})", "no \"data_offsets\"", "a"},
+      {"dtype type", R"({"a":{"dtype":8,"shape":[4],"data_offsets":[0,4]}})", "not a string", "a"},
+      {"shape type", R"({"a":{"dtype":"U8","shape":"4","data_offsets":[0,4]}})", "not an array", "a"},
+      {"shape type", R"({"a":{"dtype":"U8","shape":{"n":4},"data_offsets":[0,4]}})", "not an array", "a"},
+      {"shape entry", R"({"a":{"dtype":"U8","shape":[4.0],"data_offsets":[0,4]}})", "not a non-negative integer", "a"},
+      {"shape entry", R"({"a":{"dtype":"U8","shape":["4"],"data_offsets":[0,4]}})", "not a non-negative integer", "a"},
+      {"shape entry", R"({"a":{"dtype":"U8","shape":[[4]],"data_offsets":[0,4]}})", "not a non-negative integer", "a"},
+      {"negative extent", R"({"a":{"dtype":"U8","shape":[-4],"data_offsets":[0,4]}})", "not a non-negative integer", "a"},
+      {"negative extent", R"({"a":{"dtype":"U8","shape":[2,-2,-1],"data_offsets":[0,4]}})", "not a non-negative integer", "a"},
+      {"overflow", R"({"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", "more than 2^59", "a"},
+      {"overflow", R"({"a":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,4]}})", "more than 2^59", "a"},
+      {"overflow", R"({"a":{"dtype":"F32","shape":[0,1152921504606846976],"data_offsets":[0,0]}})", "more than 2^59", "a"},
+      {"overflow wraps to 4", R"({"a":{"dtype":"F32","shape":[4611686018427387905],"data_offsets":[0,4]}})", "more than 2^59", "a"},
+      {"huge extent", R"({"a":{"dtype":"U8","shape":[100000000000000000000],"data_offsets":[0,4]}})", "", "a"},
+      {"offsets type", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":"0,4"}})", "not two non-negative integers", "a"},
+      {"offsets count", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0]}})", "not two non-negative integers", "a"},
+      {"offsets count", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4,8]}})", "not two non-negative integers", "a"},
+      {"offsets negative", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[-4,0]}})", "not two non-negative integers", "a"},
+      {"offsets float", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0.0,4.0]}})", "not two non-negative integers", "a"},
+      {"offsets string", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":["0","4"]}})", "not two non-negative integers", "a"},
+      {"out of range", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[62,66]}})", "past the end of the data", "a"},
+      {"out of range", R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[65,65]}})", "past the end of the data", "a"},
+      {"out of range", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[18446744073709551614,2]}})", "begin after they end", "a"},
+      {"wraps", R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[18446744073709551614,18446744073709551618]}})", "", "a"},
+      {"begin > end", R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[8,4]}})", "begin after they end", "a"},
+      {"overlap", R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[8],"data_offsets":[4,12]}})", "overlap", "b"},
+      {"overlap", R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})", "overlap", "b"},
+      {"same range", R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"I8","shape":[8],"data_offsets":[0,8]}})", "overlap", ""},
+      {"size", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "needs 12", "a"},
+      {"size", R"({"a":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,16]}})", "needs 8", "a"},
+      {"size", R"({"a":{"dtype":"F64","shape":[],"data_offsets":[0,4]}})", "needs 8", "a"},
+      {"size", R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,4]}})", "needs 0", "a"},
+      {"unknown dtype", R"({"a":{"dtype":"F17","shape":[4],"data_offsets":[0,4]}})", "unknown dtype 'F17'", "a"},
+      {"unknown dtype", R"({"a":{"dtype":"f32","shape":[1],"data_offsets":[0,4]}})", "unknown dtype 'f32'", "a"},
+      {"metadata", R"({"__metadata__":[1]})", "__metadata__ is JSON array"},
+      {"metadata", R"({"__metadata__":{"k":1}})", "not a string"},
+      {"metadata", R"({"__metadata__":{"k":null}})", "not a string"},
+  };
+  for (const auto& c : cases) {
+    const auto msg = open_error(tmp, make_file(c.header));
+    SCOPED_TRACE(std::string(c.what) + ": " + c.header);
+    EXPECT_TRUE(has(msg, "damaged.safetensors")) << msg;
+    EXPECT_TRUE(has(msg, c.says)) << msg;
+    if (*c.tensor) {
+      EXPECT_TRUE(has(msg, std::string("tensor '") + c.tensor + "'")) << msg;
+    }
+  }
+}
+
+TEST(safetensors_damage, rank_above_kiln_maximum_is_listed_but_not_loaded) {
+  temp_dir tmp;
+  write_file(tmp / "r9.safetensors",
+             make_file(R"({"a":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1,2],"data_offsets":[0,2]}})", 2));
+  auto f = st::open(tmp / "r9.safetensors");
+  EXPECT_EQ(f.info("a").shape.size(), 9u);
+  const auto msg = format_error_of([&] { (void)f.load<std::uint8_t>(kiln_test::ctx<kiln_test::cpu>(), "a"); });
+  EXPECT_TRUE(has(msg, "rank 9")) << msg;
+  EXPECT_TRUE(has(msg, "'a'")) << msg;
+}
+
+TEST(safetensors_damage, gaps_and_unsorted_offsets_are_valid) {
+  temp_dir tmp;
+  // data in reverse order with a gap: allowed by the format (padding, alignment)
+  write_file(tmp / "g.safetensors",
+             make_file(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[40,42]},"b":{"dtype":"I8","shape":[3],"data_offsets":[1,4]}})"));
+  auto f = st::open(tmp / "g.safetensors");
+  EXPECT_EQ(f.names(), (std::vector<std::string>{"b", "a"}));
+  auto& ctx = kiln_test::ctx<kiln_test::cpu>();
+  EXPECT_EQ(f.load<std::uint8_t>(ctx, "a").to_host(), (std::vector<std::uint8_t>{40, 41}));
+  EXPECT_EQ(f.load<std::int8_t>(ctx, "b").to_host(), (std::vector<std::int8_t>{1, 2, 3}));
+}
