@@ -9,6 +9,7 @@
 #include <kiln/io/safetensors.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -459,4 +460,194 @@ TEST(safetensors_damage, gaps_and_unsorted_offsets_are_valid) {
   auto& ctx = kiln_test::ctx<kiln_test::cpu>();
   EXPECT_EQ(f.load<std::uint8_t>(ctx, "a").to_host(), (std::vector<std::uint8_t>{40, 41}));
   EXPECT_EQ(f.load<std::int8_t>(ctx, "b").to_host(), (std::vector<std::int8_t>{1, 2, 3}));
+}
+
+// ---- Random damage ---------------------------------------------------------------------------
+
+namespace {
+
+/// Opens path and reads every entry; each loadable one must hold exactly the bytes the
+/// file has at its offsets (read here independently of the reader).
+template <class B>
+void open_and_check_all(const kiln::context<B>& ctx, const std::string& path, const std::vector<unsigned char>& raw) {
+  auto f = st::open(path);
+  std::uint64_t n = 0;
+  for (int k = 7; k >= 0; --k) n = (n << 8) | raw[static_cast<std::size_t>(k)];
+  const std::size_t start = 8 + static_cast<std::size_t>(n);
+  for (const auto& name : f.names()) {
+    const auto& i = f.info(name);
+    ASSERT_LE(start + i.offset + i.bytes, raw.size());
+    const unsigned char* want = raw.data() + start + i.offset;
+    auto check = [&](auto tag) {
+      using T = decltype(tag);
+      const auto got = f.template load<T>(ctx, name).to_host();
+      ASSERT_EQ(got.size() * sizeof(T), i.bytes);
+      EXPECT_TRUE(got.empty() || std::memcmp(got.data(), want, i.bytes) == 0) << name;
+    };
+    if (i.dtype == "F32") check(float{});
+    else if (i.dtype == "F16") check(kiln::half{});
+    else if (i.dtype == "BF16") check(kiln::bfloat16{});
+    else if (i.dtype == "I8") check(std::int8_t{});
+    else if (i.dtype == "U8") check(std::uint8_t{});
+    else if (i.dtype == "I32") check(std::int32_t{});
+    else {
+      EXPECT_THROW((void)f.template load<float>(ctx, name), kiln::format_error);
+      EXPECT_EQ(std::memcmp(f.bytes(name).data(), want, i.bytes), 0);
+    }
+  }
+}
+
+}  // namespace
+
+TYPED_TEST(safetensors, random_damage_loads_correctly_or_throws_format_error) {
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  temp_dir tmp;
+  auto g = kiln_test::rng();
+  // A valid file of several dtypes, a scalar, an empty tensor and metadata.
+  auto vf = kiln_test::uniform(g, 10);
+  auto vi = kiln_test::uniform_int<std::int32_t>(g, 6, -1000, 1000);
+  std::vector<kiln::half> vh(vf.begin(), vf.begin() + 3);
+  const std::vector<std::int64_t> i64 = {-5, 7};
+  const auto base = tmp / "base.safetensors";
+  st::save(base,
+           {{"w", kiln::from_host(ctx, {2, 5}, std::span<const float>(vf))},
+            {"ids", kiln::from_host(ctx, {6}, std::span<const std::int32_t>(vi))},
+            {"h", kiln::from_host(ctx, {3}, std::span<const kiln::half>(vh))},
+            {"s", kiln::from_host(ctx, kiln::shape{}, std::span<const float>(vf.data(), 1))},
+            {"e", kiln::from_host(ctx, {0, 3}, std::span<const float>())},
+            {"l", st::item("I64", {2}, std::as_bytes(std::span(i64)))}},
+           {{"k", "v"}});
+  const auto good = read_file(base);
+  std::uint64_t header = 0;
+  for (int k = 7; k >= 0; --k) header = (header << 8) | good[static_cast<std::size_t>(k)];
+
+  const int iterations = std::is_same_v<TypeParam, kiln_test::cpu> ? 300 : 60;  // lavapipe: fewer
+  int opened = 0, rejected = 0;
+  const auto path = tmp / "bad.safetensors";
+  for (int it = 0; it < iterations; ++it) {
+    auto bad = good;
+    std::string how;
+    switch (std::uniform_int_distribution<int>(0, 4)(g)) {
+      case 0:
+      case 1: {  // 1-4 bytes of the length and header changed
+        const int flips = std::uniform_int_distribution<int>(1, 4)(g);
+        for (int k = 0; k < flips; ++k) {
+          const auto at = std::uniform_int_distribution<std::size_t>(0, 8 + header - 1)(g);
+          bad[at] ^= static_cast<unsigned char>(std::uniform_int_distribution<int>(1, 255)(g));
+          how += " flip@" + std::to_string(at);
+        }
+        break;
+      }
+      case 2: {  // truncated anywhere
+        const auto len = std::uniform_int_distribution<std::size_t>(0, good.size() - 1)(g);
+        bad.resize(len);
+        how = " truncated to " + std::to_string(len);
+        break;
+      }
+      case 3: {  // the header length edited: near its value, or anything
+        std::uint64_t n = std::uniform_int_distribution<int>(0, 1)(g)
+                              ? header + static_cast<std::uint64_t>(std::uniform_int_distribution<int>(-16, 16)(g))
+                              : std::uniform_int_distribution<std::uint64_t>()(g) >> std::uniform_int_distribution<int>(0, 63)(g);
+        for (int k = 0; k < 8; ++k) bad[static_cast<std::size_t>(k)] = static_cast<unsigned char>(n >> (8 * k));
+        how = " length " + std::to_string(n);
+        break;
+      }
+      default: {  // a data byte changed: still a valid file, the load must show it
+        const auto at = std::uniform_int_distribution<std::size_t>(8 + header, good.size() - 1)(g);
+        bad[at] ^= 0x5a;
+        how = " data flip@" + std::to_string(at);
+        break;
+      }
+    }
+    write_file(path, bad);
+    SCOPED_TRACE("damage" + how + " " + kiln_test::seed_note());
+    try {
+      open_and_check_all(ctx, path, bad);
+      ++opened;
+    } catch (const kiln::format_error& e) {
+      EXPECT_TRUE(has(e.what(), "bad.safetensors"));
+      ++rejected;
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_EQ(opened + rejected, iterations);
+  std::printf("  %d damaged copies: %d opened and read back correctly, %d rejected with kiln::format_error\n",
+              iterations, opened, rejected);
+  EXPECT_GT(rejected, 0);
+  EXPECT_GT(opened, 0);
+}
+
+// ---- Writing ------------------------------------------------------------------------------
+
+TYPED_TEST(safetensors, save_replaces_atomically_and_leaves_no_temporaries) {
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  temp_dir tmp;
+  const auto path = tmp / "a.safetensors";
+  std::vector<float> v1 = {1, 2, 3}, v2 = {4, 5};
+  st::save(path, {{"x", kiln::from_host(ctx, {3}, std::span<const float>(v1))}});
+  auto old = st::open(path);  // a reader keeps its mapping of the old file
+  st::save(path, {{"y", kiln::from_host(ctx, {2}, std::span<const float>(v2))}});
+  EXPECT_EQ(old.template load<float>(ctx, "x").to_host(), v1);
+  auto now = st::open(path);
+  EXPECT_EQ(now.names(), std::vector<std::string>{"y"});
+  EXPECT_EQ(now.template load<float>(ctx, "y").to_host(), v2);
+  EXPECT_EQ(fs::status(path).permissions() & fs::perms::owner_read, fs::perms::owner_read);
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.dir)) ++files;
+  EXPECT_EQ(files, 1);  // no temporaries left beside it
+}
+
+TYPED_TEST(safetensors, save_rejects_bad_requests_and_keeps_the_old_file) {
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  temp_dir tmp;
+  const auto path = tmp / "k.safetensors";
+  std::vector<float> v = {1, 2};
+  auto t = kiln::from_host(ctx, {2}, std::span<const float>(v));
+  st::save(path, {{"keep", t}});
+  const auto before = read_file(path);
+
+  auto msg = format_error_of([&] { st::save(path, {{"a", t}, {"a", t}}); });
+  EXPECT_TRUE(has(msg, "'a' given twice")) << msg;
+  msg = format_error_of([&] { st::save(path, {{"__metadata__", t}}); });
+  EXPECT_TRUE(has(msg, "reserved")) << msg;
+  msg = format_error_of([&] { st::save(path, {{"bad\xff", t}}); });
+  EXPECT_TRUE(has(msg, "UTF-8")) << msg;
+  msg = format_error_of([&] { st::save(path, {{"a", t}}, {{"k", "\xc3"}}); });
+  EXPECT_TRUE(has(msg, "UTF-8")) << msg;
+  EXPECT_EQ(read_file(path), before);
+
+  // no directory to write into: a kiln::error naming the path, nothing created
+  const auto nowhere = tmp / "missing/dir/x.safetensors";
+  EXPECT_THROW(st::save(nowhere, {{"a", t}}), kiln::error);
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.dir)) ++files;
+  EXPECT_EQ(files, 1);
+
+  // raw items: the byte count must match
+  std::vector<std::byte> three(3);
+  EXPECT_THROW(st::item("F32", {1}, three), kiln::shape_error);
+  EXPECT_THROW(st::item("Q4", {3}, three), kiln::format_error);
+  EXPECT_THROW(st::item("U8", {-3}, three), kiln::shape_error);
+}
+
+TYPED_TEST(safetensors, empty_file_and_large_tensor) {
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  temp_dir tmp;
+  st::save(tmp / "none.safetensors", std::vector<std::pair<std::string, st::item>>{}, {{"only", "metadata"}});
+  auto f = st::open(tmp / "none.safetensors");
+  EXPECT_TRUE(f.names().empty());
+  EXPECT_EQ(f.metadata().at("only"), "metadata");
+
+  auto g = kiln_test::rng();
+  const std::size_t n = 300007;  // odd, > 1 MB
+  auto v = kiln_test::uniform(g, n);
+  st::save(tmp / "big.safetensors", {{"big", kiln::from_host(ctx, {static_cast<kiln::index_t>(n)}, std::span<const float>(v))}});
+  auto b = st::open(tmp / "big.safetensors");
+  EXPECT_TRUE(same_bytes(b.template load<float>(ctx, "big").to_host(), v));
+  const auto raw = read_file(tmp / "big.safetensors");
+  std::uint64_t h = 0;
+  for (int k = 7; k >= 0; --k) h = (h << 8) | raw[static_cast<std::size_t>(k)];
+  EXPECT_EQ(h % 8, 0u);
+  EXPECT_EQ(b.info("big").offset, 0u);
+  EXPECT_EQ(raw.size(), 8 + h + n * 4);  // no padding after the last tensor
 }
