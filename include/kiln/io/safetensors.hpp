@@ -16,7 +16,8 @@
 //
 // open() validates the whole header before it returns, so a damaged file throws
 // kiln::format_error (naming the file, and the entry where there is one) and nothing is
-// ever read outside the mapping. load<T>() needs T to be exactly the stored dtype:
+// ever read outside the mapping (the file must not shrink while it is mapped: another
+// process truncating it would fault the reader, as with any mmap). load<T>() needs T to be exactly the stored dtype:
 // F32 float, F16 kiln::half, BF16 kiln::bfloat16, I8 int8_t, U8 uint8_t, I32 int32_t.
 // Entries of the format's other dtypes (F64, I64, BOOL, U16, ...) are listed by names() /
 // info() and readable as bytes(), but load() throws kiln::format_error naming the dtype.
@@ -252,7 +253,16 @@ class file {
     nlohmann::json h;
     try {
       const char* text = reinterpret_cast<const char*>(base + 8);
-      h = nlohmann::json::parse(text, text + n);
+      // A name given twice would hide the first entry's bytes: refused while parsing.
+      std::vector<std::string> seen;
+      h = nlohmann::json::parse(text, text + n, [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
+        if (depth == 1 && ev == nlohmann::json::parse_event_t::key) seen.push_back(v.get<std::string>());
+        return true;
+      });
+      std::sort(seen.begin(), seen.end());
+      if (auto d = std::adjacent_find(seen.begin(), seen.end()); d != seen.end()) {
+        throw format_error(where(*d) + ": the name appears twice in the header");
+      }
     } catch (const nlohmann::json::exception& e) {
       throw format_error(where() + ": the header is not valid JSON (" + e.what() + ")");
     }
