@@ -443,6 +443,15 @@ TEST(safetensors_damage, every_class_throws_format_error_naming_file_and_tensor)
   }
 }
 
+TEST(safetensors_damage, not_a_regular_file) {
+  static_assert(std::is_base_of_v<kiln::error, kiln::format_error>);
+  temp_dir tmp;
+  auto msg = format_error_of([&] { (void)st::open(tmp.dir.string()); });
+  EXPECT_TRUE(has(msg, "not a regular file")) << msg;
+  msg = format_error_of([&] { (void)st::open("/dev/null"); });
+  EXPECT_TRUE(has(msg, "'/dev/null' is not a regular file")) << msg;
+}
+
 TEST(safetensors_damage, rank_above_kiln_maximum_is_listed_but_not_loaded) {
   temp_dir tmp;
   write_file(tmp / "r9.safetensors",
