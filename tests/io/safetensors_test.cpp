@@ -8,6 +8,7 @@
 #include <kiln/kiln.hpp>
 #include <kiln/io/safetensors.hpp>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -540,7 +541,7 @@ TYPED_TEST(safetensors, random_damage_loads_correctly_or_throws_format_error) {
   for (int it = 0; it < iterations; ++it) {
     auto bad = good;
     std::string how;
-    switch (std::uniform_int_distribution<int>(0, 4)(g)) {
+    switch (std::uniform_int_distribution<int>(0, 5)(g)) {
       case 0:
       case 1: {  // 1-4 bytes of the length and header changed
         const int flips = std::uniform_int_distribution<int>(1, 4)(g);
@@ -563,6 +564,34 @@ TYPED_TEST(safetensors, random_damage_loads_correctly_or_throws_format_error) {
                               : std::uniform_int_distribution<std::uint64_t>()(g) >> std::uniform_int_distribution<int>(0, 63)(g);
         for (int k = 0; k < 8; ++k) bad[static_cast<std::size_t>(k)] = static_cast<unsigned char>(n >> (8 * k));
         how = " length " + std::to_string(n);
+        break;
+      }
+      case 4: {  // a number in the JSON (a shape extent or an offset) replaced: still JSON
+        std::string text(good.begin() + 8, good.begin() + 8 + static_cast<std::ptrdiff_t>(header));
+        std::vector<std::pair<std::size_t, std::size_t>> numbers;  // [begin, end) of digit runs
+        for (std::size_t k = 0; k < text.size();) {
+          if (std::isdigit(static_cast<unsigned char>(text[k]))) {
+            std::size_t e = k;
+            while (e < text.size() && std::isdigit(static_cast<unsigned char>(text[e]))) ++e;
+            numbers.emplace_back(k, e);
+            k = e;
+          } else {
+            ++k;
+          }
+        }
+        const auto [b, e] = numbers[std::uniform_int_distribution<std::size_t>(0, numbers.size() - 1)(g)];
+        const std::uint64_t old_value = std::stoull(text.substr(b, e - b));
+        std::uint64_t v = 0;
+        switch (std::uniform_int_distribution<int>(0, 3)(g)) {
+          case 0: v = old_value + static_cast<std::uint64_t>(std::uniform_int_distribution<int>(-8, 8)(g)); break;
+          case 1: v = std::uniform_int_distribution<std::uint64_t>(0, 256)(g); break;
+          case 2: v = std::uniform_int_distribution<std::uint64_t>()(g); break;
+          default: v = std::uint64_t(1) << std::uniform_int_distribution<int>(0, 63)(g); break;
+        }
+        text.replace(b, e - b, std::to_string(v));
+        bad = make_file(text, 0, text.size());
+        bad.insert(bad.end(), good.begin() + 8 + static_cast<std::ptrdiff_t>(header), good.end());
+        how = " number@" + std::to_string(b) + " " + std::to_string(old_value) + " -> " + std::to_string(v);
         break;
       }
       default: {  // a data byte changed: still a valid file, the load must show it
