@@ -8,6 +8,7 @@ packages=(
   cmake make g++ pkg-config                       # toolchain
   libgtest-dev libgmock-dev libbenchmark-dev      # tests and benchmarks
   libeigen3-dev xtl-dev libxsimd-dev              # oracle, SIMD
+  nlohmann-json3-dev                              # kiln::io (safetensors)
   libxtensor-dev libopenblas-dev                  # benchmark peers
   libvulkan-dev libshaderc-dev glslc              # Vulkan backend (build)
   glslang-dev spirv-tools                         # the static libraries shaderc_combined needs (kiln-vulkan.pc)

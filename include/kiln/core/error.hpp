@@ -59,6 +59,14 @@ class index_error : public error {
   using error::error;
 };
 
+/// A file that is not what its format requires (damaged, truncated, or a dtype the reader
+/// cannot give as the requested type); the message names the file and, where there is
+/// one, the entry.
+class format_error : public error {
+ public:
+  using error::error;
+};
+
 /// A generated or user-supplied shader failed to compile.
 class shader_error : public error {
  public:
