@@ -30,6 +30,17 @@ std::string shape_error_of(F&& f) {
   return "<no kiln::shape_error>";
 }
 
+/// The message of the exception of type E that f throws (or a marker when it throws none).
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "<no exception of the expected type>";
+}
+
 /// msg contains part.
 inline ::testing::AssertionResult has(const std::string& msg, const std::string& part) {
   if (msg.find(part) != std::string::npos) return ::testing::AssertionSuccess();
