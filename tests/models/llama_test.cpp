@@ -301,6 +301,23 @@ TYPED_TEST(llama, fixture_token_by_token_and_in_chunks_on_the_cache) {
   }
 }
 
+TYPED_TEST(llama, fixture_with_weights_in_small_row_blocks) {
+  // Every matrix split into row blocks of at most 2000 bytes (11 rows of the embedding,
+  // blocks that straddle the q/k/v and gate/up boundaries): the path a Vulkan device takes
+  // for matrices above its binding limit, here on every matrix.
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  kiln::llama::load_options o;
+  o.max_block_bytes = 2000;
+  auto m = kiln::llama::model<float, TypeParam>::load(ctx, data_dir + "/tiny_llama", o);
+  EXPECT_EQ(m.layers()[0].wqkv.blocks.size(), 12u);  // 64 + 2 * 32 rows of 45 floats, 11 per block
+  const auto tokens = fixture_tokens();
+  EXPECT_TRUE(logits_match(m.forward(tokens, true).to_host(), 0, fixture().rows));
+  m.reset();
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    ASSERT_TRUE(logits_match(m.forward(std::span(tokens).subspan(i, 1)).to_host(), static_cast<index_t>(i), 1)) << i;
+  }
+}
+
 TYPED_TEST(llama, fixture_greedy_generation) {
   auto& ctx = kiln_test::ctx<TypeParam>();
   auto m = kiln::llama::model<float, TypeParam>::load(ctx, data_dir + "/tiny_llama");

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -41,6 +42,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -158,6 +160,36 @@ struct load_options {
   /// Positions the KV cache holds (prompt plus generated tokens); 0: the smaller of
   /// max_position_embeddings and 4096.
   index_t max_len = 0;
+  /// Largest block a weight matrix is kept in (bytes): larger ones (the embedding and LM
+  /// head of most models) are split into row blocks, one matmul each, because a Vulkan
+  /// device may bind no more than maxStorageBufferRange per buffer (2^27 bytes is all
+  /// the specification guarantees, and lavapipe's limit).
+  std::size_t max_block_bytes = std::size_t(1) << 27;
+};
+
+/// A [rows, cols] weight matrix kept as row blocks (consecutive row ranges; one block
+/// unless the matrix is larger than load_options::max_block_bytes).
+template <class W, class B>
+struct matrix {
+  std::vector<tensor<W, B>> blocks;
+
+  index_t rows() const noexcept {
+    index_t r = 0;
+    for (const auto& b : blocks) r += b.shape()[0];
+    return r;
+  }
+  /// Rows per block for cols columns under max_bytes (at least one).
+  static index_t block_rows(index_t cols, std::size_t max_bytes) noexcept {
+    return std::max<index_t>(1, static_cast<index_t>(max_bytes / (std::max<index_t>(cols, 1) * sizeof(W))));
+  }
+  /// A matrix of row blocks made by make(r0, r1) -> tensor [r1 - r0, cols].
+  template <class F>
+  static matrix build(index_t rows, index_t cols, std::size_t max_bytes, F&& make) {
+    matrix m;
+    const index_t step = block_rows(cols, max_bytes);
+    for (index_t r0 = 0; r0 < rows; r0 += step) m.blocks.push_back(make(r0, std::min(rows, r0 + step)));
+    return m;
+  }
 };
 
 /// The tensors of a checkpoint, from one or several safetensors files of a directory.
@@ -189,10 +221,12 @@ class checkpoint {
 
   const safetensors::tensor_info& info(const std::string& name) const { return file_of(name).info(name); }
 
-  /// The tensor called name as dtype W on ctx's device, converted from the stored float
-  /// dtype (F32, F16, BF16) when it differs, with the shape checked against want.
+  /// Rows [r0, r1) of the tensor called name (whose shape must be want) as dtype W on
+  /// ctx's device, converted from the stored float dtype (F32, F16, BF16) when it differs.
+  /// A 1-D tensor's rows are its elements.
   template <element W, class B>
-  tensor<W, B> load(const context<B>& ctx, const std::string& name, const shape& want) const {
+  tensor<W, B> load_rows(const context<B>& ctx, const std::string& name, const shape& want, index_t r0,
+                         index_t r1) const {
     const auto& f = file_of(name);
     const auto& i = f.info(name);
     const shape got{std::span<const index_t>(i.shape.data(), i.shape.size())};
@@ -200,18 +234,43 @@ class checkpoint {
       throw format_error("kiln::llama: " + f.path() + ": '" + name + "' is " + got.to_string() + ", the config needs " +
                          want.to_string());
     }
-    if (i.dtype == safetensors::detail::dtype_of<W>()) return f.load<W>(ctx, name);
-    const auto convert = [&](auto stored) {
+    if (want.rank() == 0) throw format_error("kiln::llama: " + f.path() + ": '" + name + "' must not be 0-d");
+    const index_t cols = want.rank() > 1 ? want.numel() / std::max<index_t>(want[0], 1) : 1;
+    std::vector<index_t> ext(want.begin(), want.end());
+    ext[0] = r1 - r0;
+    const shape out{std::span<const index_t>(ext)};
+    const auto upload = [&](auto stored) {
       using S = decltype(stored);
-      auto t = empty<W>(ctx, want);
-      t = cast<W>(f.load<S>(ctx, name));
-      return t;
+      const std::byte* p = f.bytes(name).data() + static_cast<std::size_t>(r0 * cols) * sizeof(S);
+      const auto n = static_cast<std::size_t>((r1 - r0) * cols);
+      std::vector<S> copy;
+      std::span<const S> src;
+      if (reinterpret_cast<std::uintptr_t>(p) % alignof(S) == 0) {
+        src = std::span<const S>(reinterpret_cast<const S*>(p), n);  // straight from the mapping
+      } else {  // safetensors does not align data: copy to aligned memory first
+        copy.resize(n);
+        std::memcpy(copy.data(), p, n * sizeof(S));
+        src = copy;
+      }
+      if constexpr (std::is_same_v<S, W>) {
+        return from_host(ctx, out, src);
+      } else {
+        auto t = empty<W>(ctx, out);
+        t = cast<W>(from_host(ctx, out, src));
+        return t;
+      }
     };
-    if (i.dtype == "F32") return convert(float{});
-    if (i.dtype == "F16") return convert(half{});
-    if (i.dtype == "BF16") return convert(bfloat16{});
+    if (i.dtype == "F32") return upload(float{});
+    if (i.dtype == "F16") return upload(half{});
+    if (i.dtype == "BF16") return upload(bfloat16{});
     throw format_error("kiln::llama: " + f.path() + ": '" + name + "' is stored as " + i.dtype +
                        "; weights must be F32, F16 or BF16");
+  }
+
+  /// The whole tensor (see load_rows).
+  template <element W, class B>
+  tensor<W, B> load(const context<B>& ctx, const std::string& name, const shape& want) const {
+    return load_rows<W>(ctx, name, want, 0, want.rank() > 0 ? want[0] : 1);
   }
 
   const std::string& dir() const noexcept { return dir_; }
@@ -246,8 +305,12 @@ class model {
   static_assert(is_floating_v<W>, "kiln::llama::model: weights must be float, kiln::half or kiln::bfloat16");
 
  public:
+  using weight = matrix<W, B>;
   struct layer {
-    tensor<W, B> attn_norm, wqkv, wo, mlp_norm, wgu, wdown;  // wqkv = [Wq; Wk; Wv], wgu = [Wgate; Wup]
+    tensor<W, B> attn_norm;  // [H]
+    weight wqkv, wo;         // [Wq; Wk; Wv] stacked: [(Hq + 2 Hkv) D, H]; [H, Hq D]
+    tensor<W, B> mlp_norm;   // [H]
+    weight wgu, wdown;       // [Wgate; Wup] stacked: [2 I, H]; [H, I]
   };
 
   /// Loads the checkpoint directory dir (config.json and *.safetensors). Throws
@@ -258,48 +321,75 @@ class model {
     const checkpoint ck(dir);
     const index_t H = cfg.hidden_size, I = cfg.intermediate_size, D = cfg.head_dim, V = cfg.vocab_size;
     const index_t nq = cfg.num_attention_heads * D, nk = cfg.num_key_value_heads * D;
-    std::vector<layer> layers;
-    // [A; B; ...] stacked along the rows, converted to W on the way
-    const auto stack = [&](std::initializer_list<std::pair<std::string, index_t>> parts) {
+    // [A; B; ...] stacked along the rows, in row blocks, converted to W on the way
+    using part = std::pair<std::string, index_t>;  // name, rows
+    const auto stack = [&](std::vector<part> parts, index_t cols) {
       index_t rows = 0;
-      for (const auto& p : parts) rows += p.second;
-      auto t = empty<W>(ctx, {rows, H});
-      index_t r = 0;
-      for (const auto& [name, n] : parts) {
-        auto dst = slice(t, 0, r, r + n);
-        dst = ck.load<W>(ctx, name, {n, H});
-        r += n;
-      }
-      return t;
+      for (const auto& pr : parts) rows += pr.second;
+      return weight::build(rows, cols, opt.max_block_bytes, [&](index_t b0, index_t b1) {
+        if (parts.size() == 1) return ck.load_rows<W>(ctx, parts[0].first, {rows, cols}, b0, b1);
+        auto blk = empty<W>(ctx, {b1 - b0, cols});
+        index_t p0 = 0;
+        for (const auto& [name, n] : parts) {
+          const index_t o0 = std::max(b0, p0), o1 = std::min(b1, p0 + n);
+          if (o0 < o1) {
+            auto dst = slice(blk, 0, o0 - b0, o1 - b0);
+            dst = ck.load_rows<W>(ctx, name, {n, cols}, o0 - p0, o1 - p0);
+          }
+          p0 += n;
+        }
+        return blk;
+      });
     };
+    std::vector<layer> layers;
     for (index_t l = 0; l < cfg.num_hidden_layers; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       // braced initialisation runs left to right and constructs (tensor assignment would copy)
       layers.push_back(layer{ck.load<W>(ctx, p + "input_layernorm.weight", {H}),
                              stack({{p + "self_attn.q_proj.weight", nq}, {p + "self_attn.k_proj.weight", nk},
-                                    {p + "self_attn.v_proj.weight", nk}}),
-                             ck.load<W>(ctx, p + "self_attn.o_proj.weight", {H, nq}),
+                                    {p + "self_attn.v_proj.weight", nk}},
+                                   H),
+                             stack({{p + "self_attn.o_proj.weight", H}}, nq),
                              ck.load<W>(ctx, p + "post_attention_layernorm.weight", {H}),
-                             stack({{p + "mlp.gate_proj.weight", I}, {p + "mlp.up_proj.weight", I}}),
-                             ck.load<W>(ctx, p + "mlp.down_proj.weight", {H, I})});
+                             stack({{p + "mlp.gate_proj.weight", I}, {p + "mlp.up_proj.weight", I}}, H),
+                             stack({{p + "mlp.down_proj.weight", H}}, I)});
     }
-    auto embed = ck.load<W>(ctx, "model.embed_tokens.weight", {V, H});
+    auto embed = stack({{"model.embed_tokens.weight", V}}, H);
     auto norm = ck.load<W>(ctx, "model.norm.weight", {H});
     // Some tied checkpoints still carry lm_head.weight; an untied one must.
-    tensor<W, B> head = cfg.tie_word_embeddings && !ck.contains("lm_head.weight")
-                            ? tensor<W, B>(embed)  // shares the embedding's storage
-                            : ck.load<W>(ctx, "lm_head.weight", {V, H});
+    weight head = cfg.tie_word_embeddings && !ck.contains("lm_head.weight")
+                      ? embed  // shares the embedding's storage
+                      : stack({{"lm_head.weight", V}}, H);
     return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt);
   }
 
-  /// A model from tensors already on ctx's device (see layer for the stacked layouts).
-  model(const context<B>& ctx, const config& cfg, tensor<W, B> embed, std::vector<layer> layers, tensor<W, B> norm,
-        tensor<W, B> lm_head, load_options opt = {})
+  /// A model from weights already on ctx's device (see layer for the stacked layouts).
+  /// Throws kiln::shape_error when a weight's shape disagrees with cfg.
+  model(const context<B>& ctx, const config& cfg, weight embed, std::vector<layer> layers, tensor<W, B> norm,
+        weight lm_head, load_options opt = {})
       : ctx_(&ctx), cfg_(cfg), embed_(std::move(embed)), layers_(std::move(layers)), norm_(std::move(norm)),
         head_(std::move(lm_head)) {
     if (static_cast<index_t>(layers_.size()) != cfg_.num_hidden_layers) {
       throw shape_error("kiln::llama::model: " + std::to_string(layers_.size()) + " layers for a config of " +
                         std::to_string(cfg_.num_hidden_layers));
+    }
+    const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
+    const index_t nq = cfg_.num_attention_heads * D, nk = cfg_.num_key_value_heads * D;
+    const auto check = [&](const weight& w, index_t rows, index_t cols, const char* what) {
+      bool ok = !w.blocks.empty() && w.rows() == rows;
+      for (const auto& b : w.blocks) ok = ok && b.rank() == 2 && b.shape()[1] == cols;
+      if (!ok) {
+        throw shape_error("kiln::llama::model: " + std::string(what) + " must be [" + std::to_string(rows) + ", " +
+                          std::to_string(cols) + "] in row blocks");
+      }
+    };
+    check(embed_, cfg_.vocab_size, H, "the embedding");
+    check(head_, cfg_.vocab_size, H, "the LM head");
+    for (const auto& L : layers_) {
+      check(L.wqkv, nq + 2 * nk, H, "wqkv");
+      check(L.wo, H, nq, "wo");
+      check(L.wgu, 2 * I, H, "wgu");
+      check(L.wdown, H, I, "wdown");
     }
     const index_t len = opt.max_len > 0 ? opt.max_len : std::min<index_t>(cfg_.max_position_embeddings, 4096);
     caches_.reserve(layers_.size());
@@ -334,13 +424,12 @@ class model {
     std::vector<std::int32_t> p(static_cast<std::size_t>(n));
     std::iota(p.begin(), p.end(), static_cast<std::int32_t>(pos_));
     const auto pos = from_host(ctx, shape{n}, std::span<const std::int32_t>(p));
-    const auto tok = from_host(ctx, shape{n}, ids);
     const rope_options rope_opt{.theta = cfg_.rope_theta};
     attention_options att_opt;
     att_opt.causal = true;
 
     auto h = empty<float>(ctx, {n, H});
-    h = cast<float>(embedding(embed_, tok));
+    embed(h, ids);
     auto x = empty<float>(ctx, {n, H});
     auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
     auto att = empty<float>(ctx, {1, n, Hq, D});
@@ -351,24 +440,25 @@ class model {
     };
     auto att_heads = transpose(att, 1, 2);
     const auto att_rows = reshape(att, {n, nq});
+    const auto gate = slice(gu, 1, 0, I), up = slice(gu, 1, I, 2 * I);
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const layer& L = layers_[l];
       auto& cache = caches_[l];
       x = rms_norm(h, L.attn_norm, eps);
-      qkv = linear(x, L.wqkv);
+      project(qkv, x, L.wqkv, false);
       cache.append(rope(heads(nq, Hkv), pos, rope_opt), heads(nq + nk, Hkv));
       att_heads = attention(rope(heads(0, Hq), pos, rope_opt), cache.k(), cache.v(), att_opt);
-      h = h + linear(att_rows, L.wo);
+      project(h, att_rows, L.wo, true);
       x = rms_norm(h, L.mlp_norm, eps);
-      gu = linear(x, L.wgu);
-      h = h + linear(silu(slice(gu, 1, 0, I)) * slice(gu, 1, I, 2 * I), L.wdown);
+      project(gu, x, L.wgu, false);
+      project(h, silu(gate) * up, L.wdown, true);
     }
     pos_ += n;
     const auto rows = all_positions ? h : slice(h, 0, n - 1, n);
     auto xf = empty<float>(ctx, rows.shape());
     xf = rms_norm(rows, norm_, eps);
     auto logits = empty<float>(ctx, {rows.shape()[0], cfg_.vocab_size});
-    logits = linear(xf, head_);
+    project(logits, xf, head_, false);
     return logits;
   }
 
@@ -400,6 +490,16 @@ class model {
     for (auto& c : caches_) c.clear();
   }
 
+  /// Keeps the first n positions of the sequence (0 <= n <= position()): the next
+  /// forward() continues from position n, as after rejected draft tokens.
+  void rewind(index_t n) {
+    if (n < 0 || n > pos_) {
+      throw shape_error("kiln::llama::model::rewind: " + std::to_string(n) + " is outside 0 .. " + std::to_string(pos_));
+    }
+    for (auto& c : caches_) c.truncate(n);
+    pos_ = n;
+  }
+
   /// Tokens run so far (the next token's position).
   index_t position() const noexcept { return pos_; }
   index_t capacity() const noexcept { return caches_.empty() ? 0 : caches_.front().capacity(); }
@@ -412,11 +512,65 @@ class model {
   }
 
  private:
+  /// out[:, r0:r1] = x @ block^T for each row block of w (+ out[:, r0:r1] when residual):
+  /// one matmul per block, x (an expression: the SwiGLU product) fused into each.
+  template <class X>
+  static void project(tensor<float, B>& out, const X& x, const weight& w, bool residual) {
+    index_t r0 = 0;
+    for (const auto& b : w.blocks) {
+      const index_t r1 = r0 + b.shape()[0];
+      auto o = w.blocks.size() == 1 ? out : slice(out, 1, r0, r1);
+      if (residual) {
+        o = o + linear(x, b);
+      } else {
+        o = linear(x, b);
+      }
+      r0 = r1;
+    }
+  }
+
+  /// h [n, H] = the embedding rows of ids: one gather per row block holding any of them
+  /// (each block after the first overwrites only its own tokens' rows).
+  void embed(tensor<float, B>& h, std::span<const std::int32_t> ids) const {
+    const auto& ctx = *ctx_;
+    const index_t n = static_cast<index_t>(ids.size());
+    if (embed_.blocks.size() == 1) {
+      h = cast<float>(embedding(embed_.blocks[0], from_host(ctx, shape{n}, ids)));
+      return;
+    }
+    bool first = true;
+    index_t base = 0;
+    for (const auto& b : embed_.blocks) {
+      const index_t rows = b.shape()[0];
+      std::vector<std::int32_t> local(ids.size()), mine(ids.size());
+      bool any = false;
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        const bool in = ids[i] >= base && ids[i] < base + rows;
+        any = any || in;
+        mine[i] = in ? 1 : 0;
+        local[i] = in ? static_cast<std::int32_t>(ids[i] - base) : 0;
+      }
+      if (any) {
+        const auto li = from_host(ctx, shape{n}, std::span<const std::int32_t>(local));
+        if (first) {
+          h = cast<float>(embedding(b, li));
+        } else {
+          const auto m = from_host(ctx, shape{n, 1}, std::span<const std::int32_t>(mine));
+          h = where(m, cast<float>(embedding(b, li)), h);
+        }
+        first = false;
+      }
+      base += rows;
+    }
+  }
+
+ private:
   const context<B>* ctx_;
   config cfg_;
-  tensor<W, B> embed_;
+  weight embed_;
   std::vector<layer> layers_;
-  tensor<W, B> norm_, head_;
+  tensor<W, B> norm_;
+  weight head_;
   std::vector<kv_cache<float, B>> caches_;
   index_t pos_ = 0;
 };

@@ -1,0 +1,41 @@
+// benchmarks/llama_bench.cpp — the Llama decoder on the CPU at 1 and 2 threads, f32 and
+// f16 weights, beside kiln's copy bandwidth (see llama_bench.hpp for what is measured).
+#include "llama_bench.hpp"
+
+namespace {
+
+using B = kiln::cpu<>;
+
+const kiln::context<B>& ctx(int threads) {
+  static std::map<int, std::unique_ptr<kiln::context<B>>> ctxs;
+  auto& c = ctxs[threads];
+  if (!c) c = std::make_unique<kiln::context<B>>(kiln::threads{threads});
+  return *c;
+}
+
+template <class W>
+void register_weights(const char* w) {
+  for (int t : kiln_bench::thread_counts()) {
+    const std::string tail = std::string(w) + "/" + std::to_string(t) + "T";
+    kiln_bench::configure(benchmark::RegisterBenchmark(("BM_llama_decode/" + tail).c_str(), [t](benchmark::State& s) {
+      llama_bench::decode<W>(s, ctx(t));
+    }))->Unit(benchmark::kMillisecond);
+    kiln_bench::configure(benchmark::RegisterBenchmark(("BM_llama_prefill/" + tail).c_str(), [t](benchmark::State& s) {
+      llama_bench::prefill<W>(s, ctx(t));
+    }))->Unit(benchmark::kMillisecond);
+  }
+}
+
+void register_all() {
+  for (int t : kiln_bench::thread_counts()) {
+    kiln_bench::configure(benchmark::RegisterBenchmark(("BM_copy/" + std::to_string(t) + "T").c_str(),
+                                                       [t](benchmark::State& s) { llama_bench::copy(s, ctx(t)); }))
+        ->Unit(benchmark::kMillisecond);
+  }
+  register_weights<kiln::half>("f16");
+  register_weights<float>("f32");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return llama_bench::run_main(argc, argv, register_all); }
