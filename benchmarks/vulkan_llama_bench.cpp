@@ -21,7 +21,12 @@ void on_gpu(benchmark::State& s, F&& f) {
     s.SkipWithError("no Vulkan device");
     return;
   }
+  const auto before = kiln::vulkan::cache(*gpu());
   f(*gpu());
+  const auto after = kiln::vulkan::cache(*gpu());
+  // kernels built while measuring (0 once every shape of a step has been seen)
+  s.counters["pipelines"] = double(after.memory_misses - before.memory_misses);
+  s.counters["compile_s"] = after.compile_seconds - before.compile_seconds + after.pipeline_seconds - before.pipeline_seconds;
 }
 
 template <class W>

@@ -391,10 +391,10 @@ class model {
       check(L.wgu, 2 * I, H, "wgu");
       check(L.wdown, H, I, "wdown");
     }
-    const index_t len = opt.max_len > 0 ? opt.max_len : std::min<index_t>(cfg_.max_position_embeddings, 4096);
+    capacity_ = opt.max_len > 0 ? opt.max_len : std::min<index_t>(cfg_.max_position_embeddings, 4096);
     caches_.reserve(layers_.size());
     for (std::size_t l = 0; l < layers_.size(); ++l) {
-      caches_.emplace_back(ctx, 1, cfg_.num_key_value_heads, len, cfg_.head_dim);
+      caches_.emplace_back(ctx, 1, cfg_.num_key_value_heads, capacity_, cfg_.head_dim);
     }
   }
 
@@ -502,7 +502,8 @@ class model {
 
   /// Tokens run so far (the next token's position).
   index_t position() const noexcept { return pos_; }
-  index_t capacity() const noexcept { return caches_.empty() ? 0 : caches_.front().capacity(); }
+  /// Positions the KV cache holds (load_options::max_len).
+  index_t capacity() const noexcept { return capacity_; }
   const config& cfg() const noexcept { return cfg_; }
   const std::vector<layer>& layers() const noexcept { return layers_; }
   /// Bytes of weights read per decode step (every matrix once; the embedding row aside).
@@ -572,6 +573,7 @@ class model {
   tensor<W, B> norm_;
   weight head_;
   std::vector<kv_cache<float, B>> caches_;
+  index_t capacity_ = 0;
   index_t pos_ = 0;
 };
 
