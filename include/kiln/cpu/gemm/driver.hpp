@@ -234,7 +234,7 @@ struct gemm {
       const index_t n0 = t * chunk, n1 = std::min(N_, n0 + chunk), w = n1 - n0;
       float* vals = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(R * w) * sizeof(float)));
       index_t n = n0;
-      for (; n + NB <= n1; n += NB) dot<A, R, NB>(K_, abuf, b + n * bcs, bcs, vals + (n - n0), w);
+      for (; n + NB <= n1; n += NB) dot<A, R, NB>(K_, abuf, b + n * bcs, bcs, vals + (n - n0), w, n + 2 * NB <= n1);
       for (; n < n1; ++n) dot<A, R, 1>(K_, abuf, b + n * bcs, bcs, vals + (n - n0), w);
       for (int r = 0; r < R; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
     });

@@ -136,10 +136,14 @@ inline void micro_edge(index_t kc, const float* a, const U* b, index_t bks, floa
 }
 
 /// out[r * ldo + j] = sum_k a[r * K + k] * b[j * bcs + k] for r < R, j < NB: R rows of
-/// A (contiguous floats, K long) against NB k-contiguous columns of B.
+/// A (contiguous floats, K long) against NB k-contiguous columns of B. With prefetch_next,
+/// the NB columns after these (b + NB * bcs ...) are requested from memory alongside, one
+/// cache line per line read here: a weight row is only a page or two long (2048 f16 = 4
+/// KiB), too short for the hardware prefetcher, which starts over on every page, to
+/// reach full speed on its own.
 template <class A, int R, int NB, class U>
-inline void dot(index_t K, const float* __restrict a, const U* __restrict b, index_t bcs, float* out,
-                index_t ldo) noexcept {
+inline void dot(index_t K, const float* __restrict a, const U* __restrict b, index_t bcs, float* out, index_t ldo,
+                bool prefetch_next = false) noexcept {
   using V = fvec<A>;
   constexpr int L = tile<A>::L;
   V acc[R][NB];
@@ -148,8 +152,13 @@ inline void dot(index_t K, const float* __restrict a, const U* __restrict b, ind
 #pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) acc[r][j] = vzero<A>();
   }
+  constexpr index_t line = 64 / index_t(sizeof(U));  // elements per cache line
   index_t k = 0;
   for (; k + L <= K; k += L) {
+    if (prefetch_next && k % line == 0) {
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) __builtin_prefetch(b + (NB + j) * bcs + k, 0, 3);
+    }
     V av[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) av[r] = vload<A>(a + r * K + k);
