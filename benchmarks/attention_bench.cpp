@@ -1,11 +1,14 @@
 // benchmarks/attention_bench.cpp — kiln::attention on the CPU (cpu/attention/flash.hpp)
 // against the materialised way in the same binary, 1 and 2 threads:
-//   BM_attention/<impl>/<S>/<D>/<causal>/<T>T   B=1, H=8, Sq = Skv = S, f32, where impl is
+//   BM_attention/<impl>/<S>/<D>/<causal>/<T>T   B=1, H=32, Sq = Skv = S, f32, where impl is
 //     kiln      one flash kernel (the S x S scores never stored)
 //     composed  kiln's own ops: s = (q k^T) * scale (+ causal mask), p = softmax(s), y = p v
 //     eigen     Eigen per head: the same three steps on Eigen matrices (heads split over
 //               the threads)
-//   BM_decode/<impl>/<Skv>/<Hq>/<T>T           B=1, Hkv=8, D=128, Sq = 1 (a decode step):
+//   (S = 512, 2048, 8192 with D = 128, and S = 512 with D = 64; the materialised peers
+//   only up to 2048: at 8192 the composition's scores and probabilities take 8.6 GB each)
+//   BM_decode/<impl>/<Skv>/<Hq>/<T>T           B=1, Hkv=8, D=128, Sq = 1 (a decode step),
+//     Skv = 4096, 16384, 32768:
 //     kiln      attention over the cache, GB/s of K and V read
 //     copy      kiln's copy of the same K and V bytes (the memory-bound ceiling)
 // GFLOP/s: 4 * H * Sq * Skv * D per call, halved for causal (the visible half) for every
@@ -36,7 +39,7 @@ using B = kiln::cpu<>;
 using tensor = kiln::tensor<float, B>;
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-constexpr index_t H = 8;
+constexpr index_t H = 32;
 
 kiln::context<B>& ctx(int threads) {
   static std::map<int, std::unique_ptr<kiln::context<B>>> ctxs;
@@ -154,28 +157,29 @@ void register_all() {
   const char* names[] = {"kiln", "composed", "eigen"};
   for (int m : {flash, composed, eigen}) {
     for (int t : kiln_bench::thread_counts()) {
-      for (index_t S : {512, 2048}) {
-        for (index_t D : {64, 128}) {
-          for (int causal : {1, 0}) {
-            kiln_bench::configure(benchmark::RegisterBenchmark(
-                ("BM_attention/" + std::string(names[m]) + "/" + std::to_string(S) + "/" + std::to_string(D) + "/" +
-                 (causal ? "causal" : "full") + "/" + std::to_string(t) + "T").c_str(),
-                [=](benchmark::State& s) { BM_attention(s, impl(m), S, D, causal != 0, t); })
-                ->Unit(benchmark::kMillisecond));
-          }
+      for (auto [S, D] : {std::pair<index_t, index_t>{512, 64}, {512, 128}, {2048, 128}, {8192, 128}}) {
+        if (m != flash && S > 2048) continue;
+        for (int causal : {1, 0}) {
+          kiln_bench::configure(benchmark::RegisterBenchmark(
+              ("BM_attention/" + std::string(names[m]) + "/" + std::to_string(S) + "/" + std::to_string(D) + "/" +
+               (causal ? "causal" : "full") + "/" + std::to_string(t) + "T").c_str(),
+              [=](benchmark::State& s) { BM_attention(s, impl(m), S, D, causal != 0, t); })
+              ->Unit(benchmark::kMillisecond));
         }
       }
     }
   }
   for (bool copy : {false, true}) {
     for (int t : kiln_bench::thread_counts()) {
-      for (index_t hq : {8, 32}) {
-        if (copy && hq != 8) continue;
-        kiln_bench::configure(benchmark::RegisterBenchmark(
-            ("BM_decode/" + std::string(copy ? "copy" : "kiln") + "/16384/" + std::to_string(hq) + "/" +
-             std::to_string(t) + "T").c_str(),
-            [=](benchmark::State& s) { BM_decode(s, copy, 16384, hq, t); })
-            ->Unit(benchmark::kMicrosecond));
+      for (index_t skv : {4096, 16384, 32768}) {
+        for (index_t hq : {8, 32}) {
+          if (copy && hq != 8) continue;
+          kiln_bench::configure(benchmark::RegisterBenchmark(
+              ("BM_decode/" + std::string(copy ? "copy" : "kiln") + "/" + std::to_string(skv) + "/" + std::to_string(hq) +
+               "/" + std::to_string(t) + "T").c_str(),
+              [=](benchmark::State& s) { BM_decode(s, copy, skv, hq, t); })
+              ->Unit(benchmark::kMicrosecond));
+        }
       }
     }
   }
