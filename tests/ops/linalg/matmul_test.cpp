@@ -163,6 +163,19 @@ TYPED_TEST(matmul_test, half_and_bfloat16) {
     auto w = rand_tensor_of<kiln::bfloat16, TypeParam>(g, {n, 70});
     check_product(rand_tensor<TypeParam>(g, {1, 70}), kiln::transpose(w), "f32 @ transpose(bf16 w), " + std::to_string(n));
   }
+  // K and N multiples of 4 (16-bit b read four elements at a time on Vulkan, one uvec2),
+  // on the matrix-vector (m = 1, 4) and tiled (m = 37) kernels, both b layouts; then a view
+  // of b at an offset of 2 elements (the unaligned path).
+  for (index_t m : {1, 4, 37}) {
+    const std::string ms = ", m = " + std::to_string(m);
+    auto x = rand_tensor<TypeParam>(g, {m, 72});
+    check_product(x, kiln::transpose(rand_tensor_of<kiln::half, TypeParam>(g, {96, 72})), "f32 @ transpose(f16 w)" + ms);
+    check_product(x, kiln::transpose(rand_tensor_of<kiln::bfloat16, TypeParam>(g, {96, 72})), "f32 @ transpose(bf16 w)" + ms);
+    check_product(x, rand_tensor_of<kiln::half, TypeParam>(g, {72, 96}), "f32 @ f16 [72, 96]" + ms);
+    check_product(x, rand_tensor_of<kiln::bfloat16, TypeParam>(g, {72, 96}), "f32 @ bf16 [72, 96]" + ms);
+    auto wide = rand_tensor_of<kiln::half, TypeParam>(g, {96, 76});
+    check_product(x, kiln::transpose(kiln::slice(wide, 1, 2, 74)), "f32 @ transpose(f16 w at offset 2)" + ms);
+  }
 }
 
 TYPED_TEST(matmul_test, fused_epilogues_and_prologues_are_one_kernel) {

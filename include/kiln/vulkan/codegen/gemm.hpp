@@ -210,8 +210,8 @@ struct gemm_plan {
   int batch_dims = 0;    // result batch dimensions of extent > 1
   bool a4 = false;         // K % 4 == 0: a read four k at a time (kiln_a4)
   bool a4_direct = false;  // ... as one vec4 load (a is one contiguous, aligned f32 tensor)
-  bool b4n = false;        // b read four n at a time as one vec4 (n-contiguous, aligned f32)
-  bool b4k = false;        // b read four k at a time as one vec4 (k-contiguous, aligned f32)
+  bool b4n = false;        // b read four n at a time as one vec4 (n-contiguous, aligned; f16/bf16 as a uvec2)
+  bool b4k = false;        // b read four k at a time as one vec4 (k-contiguous, aligned; f16/bf16 as a uvec2)
   bool subgroup = false;   // matvec: subgroupAdd before the shared-memory merge
 };
 
@@ -260,7 +260,14 @@ inline structural_family_text gemm_family_text(const gemm_plan& g, std::string_v
                  "_v4[]; };\n";
   };
   if (g.a4_direct) alias(ab);
-  if ((g.b4n || g.b4k) && b.binding != ab) alias(b.binding);
+  const bool b16 = b.type == dtype::f16 || b.type == dtype::bf16;
+  if ((g.b4n || g.b4k) && b16) {  // four 16-bit elements as one uvec2, unpacked in kiln_b4
+    const std::string bs = std::to_string(b.binding);
+    f.buffers += "layout(std430, set = 0, binding = " + bs + ") readonly buffer kiln_buf" + bs + "_u2 { uvec2 kiln_b" + bs +
+                 "_u2[]; };\n";
+  } else if ((g.b4n || g.b4k) && b.binding != ab) {
+    alias(b.binding);
+  }
   if (g.phase) {
     f.buffers += "layout(std430, set = 0, binding = " + std::to_string(sp.bindings) + ") " +
                  (g.phase == 1 ? "writeonly " : "readonly ") + "buffer kiln_partial_buf { float kiln_partial[]; };\n";
@@ -285,7 +292,16 @@ inline structural_family_text gemm_family_text(const gemm_plan& g, std::string_v
   }
   h += "  belem = uint(be);\n}\n";
   h += "float kiln_b(uint e) { return " + load(b, "e") + "; }\n";
-  if (g.b4n || g.b4k) h += "vec4 kiln_b4(uint e) { return kiln_b" + std::to_string(b.binding) + "_v4[e >> 2]; }\n";
+  if ((g.b4n || g.b4k) && b.type == dtype::f16) {
+    h += "vec4 kiln_b4(uint e) {\n  uvec2 u = kiln_b" + std::to_string(b.binding) +
+         "_u2[e >> 2];\n  return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));\n}\n";
+  } else if ((g.b4n || g.b4k) && b.type == dtype::bf16) {
+    h += "vec4 kiln_b4(uint e) {\n  uvec2 u = kiln_b" + std::to_string(b.binding) +
+         "_u2[e >> 2];\n  return vec4(uintBitsToFloat(u.x << 16), uintBitsToFloat(u.x & 0xffff0000u), "
+         "uintBitsToFloat(u.y << 16), uintBitsToFloat(u.y & 0xffff0000u));\n}\n";
+  } else if (g.b4n || g.b4k) {
+    h += "vec4 kiln_b4(uint e) { return kiln_b" + std::to_string(b.binding) + "_v4[e >> 2]; }\n";
+  }
   if (g.a4_direct) {
     h += "vec4 kiln_a4(uint pos) { return kiln_b" + std::to_string(ab) + "_v4[(p.ioff1 + pos) >> 2]; }\n";
   } else {
@@ -432,7 +448,8 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
   g.batch_dims = static_cast<int>(bd.size());
 
   // vec4 paths
-  constexpr bool b_f32 = std::is_same_v<BT, float>;
+  // f32, or f16/bf16 read four at a time as one uvec2 (8-byte aligned like a vec4's 16)
+  constexpr bool b_vec = std::is_same_v<BT, float> || std::is_same_v<BT, half> || std::is_same_v<BT, bfloat16>;
   bool b_aligned = b.offset() % 4 == 0;
   for (const bdim& x : bd) b_aligned = b_aligned && x.b % 4 == 0;
   g.a4 = d.K % 4 == 0 && c.kind != gemm_kind::naive;
@@ -443,7 +460,7 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
                     s.arg.t.offset() % 4 == 0;
     }
   }
-  if (c.kind != gemm_kind::naive && b_f32 && b_aligned) {
+  if (c.kind != gemm_kind::naive && b_vec && b_aligned) {
     const bool n4 = bsn == 1 && d.N % 4 == 0 && bsk % 4 == 0;
     const bool k4 = bsk == 1 && d.K % 4 == 0 && (bsn % 4 == 0 || d.N == 1);
     if (c.kind == gemm_kind::matvec) {
