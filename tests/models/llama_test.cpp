@@ -392,6 +392,10 @@ TYPED_TEST(llama, bad_ids_and_cache_overflow_change_nothing) {
   m.forward(five);
   EXPECT_TRUE(has(kiln_test::message_of<kiln::shape_error>([&] { m.forward(five); }), "overflow the KV cache of 8"));
   EXPECT_EQ(m.position(), 5);
+  // generate checks the whole run first: 2 prompt tokens and 3 steps need 4 positions
+  EXPECT_TRUE(has(kiln_test::message_of<kiln::shape_error>([&] { m.generate(std::span(five).first(2), 3); }),
+                  "need 4 cache positions after 5; the cache holds 8"));
+  EXPECT_EQ(m.position(), 5);
   // the cache still holds the first five: the next tokens give the fixture's logits
   const auto tokens = fixture_tokens();
   const auto l = m.forward(std::span(tokens).subspan(5, 3), true);

@@ -464,11 +464,19 @@ class model {
 
   /// Greedy generation: feeds prompt (one prefill step), then `steps` - 1 chosen tokens
   /// one at a time; returns the `steps` chosen ids. on_logits(i, logits [1, vocab]) sees
-  /// the logits that chose token i.
+  /// the logits that chose token i. Throws kiln::shape_error before running anything when
+  /// the prompt and the fed-back tokens would not fit in the cache.
   template <class F>
   std::vector<std::int32_t> generate(std::span<const std::int32_t> prompt, index_t steps, F&& on_logits) {
     std::vector<std::int32_t> out;
     if (steps <= 0) return out;
+    const index_t need = static_cast<index_t>(prompt.size()) + steps - 1;
+    if (need > capacity() - pos_) {
+      throw shape_error("kiln::llama::model::generate: " + std::to_string(prompt.size()) + " prompt tokens and " +
+                        std::to_string(steps) + " steps need " + std::to_string(need) + " cache positions after " +
+                        std::to_string(pos_) + "; the cache holds " + std::to_string(capacity()) +
+                        " (load_options::max_len)");
+    }
     auto logits = forward(prompt);
     for (index_t i = 0;; ++i) {
       on_logits(i, logits);
