@@ -20,6 +20,9 @@ class context;
 template <class T, class B>
 class tensor;
 
+template <class Scheme, class B>
+class qtensor;
+
 class shape;
 class strides;
 

@@ -25,6 +25,7 @@
 #include "kiln/ops/linalg.hpp"
 #include "kiln/ops/attention.hpp"
 #include "kiln/ops/position.hpp"
+#include "kiln/ops/quant.hpp"
 
 #include "kiln/cpu/backend.hpp"
 #include "kiln/cpu/evaluate.hpp"
@@ -34,3 +35,4 @@
 #include "kiln/cpu/gemm/driver.hpp"
 #include "kiln/cpu/attention/flash.hpp"
 #include "kiln/cpu/position/position.hpp"
+#include "kiln/cpu/quant/quant.hpp"

@@ -59,6 +59,13 @@ class index_error : public error {
   using error::error;
 };
 
+/// A value an op cannot take (a NaN or infinite weight given to kiln::quantize); the
+/// message names the op, the operand and where the value is.
+class value_error : public error {
+ public:
+  using error::error;
+};
+
 /// A file that is not what its format requires (damaged, truncated, or a dtype the reader
 /// cannot give as the requested type); the message names the file and, where there is
 /// one, the entry.

@@ -38,6 +38,8 @@ enum class structural_family {
              // a mask); output [B, Hq, Sq, Dv] (ops/attention/attention.hpp)
   gather,    // rows picked by index: input a table [V, D], parameter int32 ids of any
              // shape; output [..ids.., D] (ops/position/embedding.hpp)
+  quant,     // packed quantized weights (ops/quant/): quantize's packing, dequantize, and
+             // matmul with a qtensor; each op sets its own shape (its `layout`)
 };
 
 /// The input's elements as [outer, extent, inner] around the op's axis.

@@ -1,0 +1,210 @@
+// kiln/cpu/quant/dot.hpp — the integer micro-kernel of the CPU quantized matmul: R rows
+// of int8 activations times C rows of packed codes (ops/quant/scheme.hpp's format), with
+// int32 accumulation per scale group and one float multiply-add per group.
+//
+// Per 32-byte chunk of a weight row, one load gives 32 weights (int8), 64 (int4: the
+// low and high nibbles) or 128 (ternary: four 2-bit planes): each plane is unpacked to
+// 32 unsigned bytes with a shift and a mask, in registers, and multiplied with the 32
+// matching activation bytes into eight int32 lanes:
+//   vnni   AVX-512 VNNI (256-bit, with AVX-512VL) or AVX-VNNI: vpdpbusd, one instruction
+//          for 32 products summed by fours;
+//   avx2   vpmaddubsw (pairs into int16) and vpmaddwd (pairs into int32); int8 codes go
+//          through the sign trick (|code| times x with code's sign), since unsigned codes
+//          up to 255 times 127 would saturate the int16 pairs;
+//   portable  plain loops, for every other CPU.
+// The stored codes are unsigned (code + offset); the offset's share, offset * sum(x),
+// is accumulated from the activations once per activation row (not per weight row) and
+// subtracted at each group's end, so every path yields the exact sum of code * x.
+// Ternary and int4 codes are never unpacked to memory.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "kiln/core/shape.hpp"
+#include "kiln/ops/quant/scheme.hpp"
+
+namespace kiln::detail::cpu_quant {
+
+/// The instruction sets the kernel has a path for (isa_best: the best this build allows).
+struct isa_portable {
+  static constexpr const char* name = "portable";
+};
+#if defined(__AVX2__)
+struct isa_avx2 {
+  static constexpr const char* name = "avx2";
+};
+#endif
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
+#define KILN_QUANT_HAS_VNNI 1
+struct isa_vnni {
+  static constexpr const char* name = "vnni";
+};
+using isa_best = isa_vnni;
+#elif defined(__AVX2__)
+using isa_best = isa_avx2;
+#else
+using isa_best = isa_portable;
+#endif
+
+/// Sub-vectors of 32 weights per 32-byte chunk.
+template <class Scheme>
+inline constexpr int planes = 8 / Scheme::bits;
+
+/// Activation sub-vectors of 32 weights each up to this many are summed in int32 before
+/// they are added into a float (per-row scales: int32 lanes stay far from overflow).
+inline constexpr index_t flush_planes = 2048;
+
+/// The code of weight k of a packed row (unsigned, offset included): the format's
+/// definition, used by the portable path, dequantize and quantize.
+template <class Scheme>
+inline int code_at(const std::uint8_t* row, index_t k) noexcept {
+  const index_t c = k / Scheme::chunk, r = k % Scheme::chunk;
+  const std::uint8_t b = row[c * 32 + (r % 32)];
+  if constexpr (Scheme::bits == 8) return b;
+  else return (b >> (Scheme::bits * int(r / 32))) & ((1 << Scheme::bits) - 1);
+}
+
+/// out[r][c] = sum over groups g of scale(c, g) * sum_{k in g} (code[c][k] - offset) * x[r][k],
+/// for R activation rows x[r] (int8, zero beyond K up to chunks * chunk) and C code rows
+/// w[c] (chunks * 32 bytes each). gsub: 32-weight planes per group (0: one group for the
+/// whole row, scale 1); sc[c]: row c's scales, one per group (unused when gsub is 0).
+template <class Scheme, int R, int C>
+void qdot(isa_portable, const std::uint8_t* const* w, const std::int8_t* const* x, index_t chunks, index_t gsub,
+          const float* const* sc, float (&out)[R][C]) {
+  const index_t K = chunks * Scheme::chunk;
+  const index_t group = gsub > 0 ? gsub * 32 : flush_planes * 32;
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      float f = 0.0f;
+      for (index_t g0 = 0, gi = 0; g0 < K; g0 += group, ++gi) {
+        std::int32_t acc = 0;
+        const index_t g1 = g0 + group < K ? g0 + group : K;
+        for (index_t k = g0; k < g1; ++k) acc += (code_at<Scheme>(w[c], k) - Scheme::offset) * int(x[r][k]);
+        f += float(acc) * (gsub > 0 ? sc[c][gi] : 1.0f);
+      }
+      out[r][c] = f;
+    }
+  }
+}
+
+#if defined(__AVX2__)
+namespace simd256 {
+
+/// Plane P of a 32-byte chunk as 32 unsigned bytes.
+template <class Scheme, int P>
+inline __m256i unpack(__m256i v) noexcept {
+  if constexpr (Scheme::bits == 8) {
+    return v;
+  } else {
+    const __m256i mask = _mm256_set1_epi8(char((1 << Scheme::bits) - 1));
+    if constexpr (P == 0) return _mm256_and_si256(v, mask);
+    else return _mm256_and_si256(_mm256_srli_epi16(v, Scheme::bits * P), mask);  // bits cross bytes, the mask drops them
+  }
+}
+
+inline float hsum(__m256 v) noexcept {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+/// acc + sum by fours of u (unsigned bytes) * x (signed bytes), as int32 lanes.
+template <class Isa>
+inline __m256i dot(__m256i acc, __m256i u, __m256i x) noexcept {
+#if defined(KILN_QUANT_HAS_VNNI)
+  if constexpr (std::is_same_v<Isa, isa_vnni>) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, u, x);
+#else
+    return _mm256_dpbusd_avx_epi32(acc, u, x);
+#endif
+  } else
+#endif
+  {
+    // u <= 15 here (int4, ternary, offsets): the int16 pair sums cannot saturate
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
+  }
+}
+
+/// True where the path multiplies the signed codes directly (no offset to take back).
+template <class Scheme, class Isa>
+inline constexpr bool signed_codes = Scheme::bits == 8 && std::is_same_v<Isa, isa_avx2>;
+
+/// acc + sum by fours of (u - 128) * x for int8 codes u on AVX2 (the sign trick).
+inline __m256i dot_signed(__m256i acc, __m256i u, __m256i x) noexcept {
+  const __m256i s = _mm256_xor_si256(u, _mm256_set1_epi8(char(0x80)));  // the signed code
+  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(s, s), _mm256_sign_epi8(x, s));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+}  // namespace simd256
+
+template <class Scheme, int R, int C, class Isa>
+  requires(!std::is_same_v<Isa, isa_portable>)
+void qdot(Isa, const std::uint8_t* const* w, const std::int8_t* const* x, index_t chunks, index_t gsub,
+          const float* const* sc, float (&out)[R][C]) {
+  using namespace simd256;
+  constexpr int P = planes<Scheme>;
+  constexpr bool direct = signed_codes<Scheme, Isa>;
+  const bool grouped = gsub > 0;
+  const index_t limit = grouped ? gsub : flush_planes;
+  const __m256i offv = _mm256_set1_epi8(char(Scheme::offset));
+  __m256i acc[R][C], xc[R];
+  __m256 fa[R][C];
+  for (int r = 0; r < R; ++r) {
+    xc[r] = _mm256_setzero_si256();
+    for (int c = 0; c < C; ++c) {
+      acc[r][c] = _mm256_setzero_si256();
+      fa[r][c] = _mm256_setzero_ps();
+    }
+  }
+  index_t cnt = 0, g = 0;
+  const auto flush = [&] {
+    for (int c = 0; c < C; ++c) {
+      const __m256 s = _mm256_set1_ps(grouped ? sc[c][g] : 1.0f);
+      for (int r = 0; r < R; ++r) {
+        const __m256i v = direct ? acc[r][c] : _mm256_sub_epi32(acc[r][c], xc[r]);
+        fa[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), s, fa[r][c]);
+        acc[r][c] = _mm256_setzero_si256();
+      }
+    }
+    for (int r = 0; r < R; ++r) xc[r] = _mm256_setzero_si256();
+    cnt = 0;
+    ++g;
+  };
+  const auto plane = [&]<int Pi>(std::integral_constant<int, Pi>, const __m256i* wv, index_t ch) {
+    __m256i xv[R];
+    for (int r = 0; r < R; ++r) {
+      xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r] + ch * Scheme::chunk + 32 * Pi));
+      if constexpr (!direct) xc[r] = dot<Isa>(xc[r], offv, xv[r]);
+    }
+    for (int c = 0; c < C; ++c) {
+      const __m256i u = unpack<Scheme, Pi>(wv[c]);
+      for (int r = 0; r < R; ++r) {
+        if constexpr (direct) acc[r][c] = dot_signed(acc[r][c], u, xv[r]);
+        else acc[r][c] = dot<Isa>(acc[r][c], u, xv[r]);
+      }
+    }
+    if (++cnt == limit) flush();
+  };
+  for (index_t ch = 0; ch < chunks; ++ch) {
+    __m256i wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c] + ch * 32));
+    [&]<int... Pi>(std::integer_sequence<int, Pi...>) {
+      (plane(std::integral_constant<int, Pi>{}, wv, ch), ...);
+    }(std::make_integer_sequence<int, P>{});
+  }
+  if (cnt) flush();
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) out[r][c] = hsum(fa[r][c]);
+}
+#endif  // __AVX2__
+
+}  // namespace kiln::detail::cpu_quant
