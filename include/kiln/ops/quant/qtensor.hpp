@@ -34,11 +34,11 @@ class qtensor {
                         ", scales " + scales_.describe() + ")");
     };
     if (!codes_.defined() || !scales_.defined()) bad("codes and scales must both be tensors");
-    if (codes_.shape() != kiln::shape{layout_.N, layout_.words} || !codes_.is_contiguous()) {
+    if (codes_.shape() != kiln::shape{layout_.N, layout_.words} || !(codes_.is_contiguous() || codes_.numel() == 0)) {
       bad("codes must be a contiguous [" + std::to_string(layout_.N) + ", " + std::to_string(layout_.words) + "]");
     }
     const kiln::shape ss = layout_.per_tensor ? kiln::shape{1, 1} : kiln::shape{layout_.N, layout_.groups};
-    if (scales_.shape() != ss || !scales_.is_contiguous()) bad("scales must be a contiguous " + ss.to_string());
+    if (scales_.shape() != ss || !(scales_.is_contiguous() || scales_.numel() == 0)) bad("scales must be a contiguous " + ss.to_string());
   }
 
   bool defined() const noexcept { return codes_.defined(); }
