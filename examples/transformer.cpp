@@ -3,13 +3,14 @@
 // kiln/models/llama.hpp. Token ids in, token ids out (no tokenizer).
 //
 //   transformer MODEL_DIR --ids 1,15043,29892 --steps 32 [--backend cpu|vulkan]
-//               [--weights f32|f16|bf16] [--threads N] [--max-len N] [--logits FILE]
+//               [--weights f32|f16|bf16|int8|int4] [--threads N] [--max-len N] [--logits FILE]
 //
 // Prints the generated ids on one line, then prefill and decode tokens/s. --logits FILE
 // writes one row of vocab_size little-endian float32 logits per generated token: row i
 // holds the logits that chose token i (row 0: the prompt's last position). --weights
 // picks the dtype the weights are kept in (default f32; converted at load from the
-// file's dtype); activations and the KV cache are float32.
+// file's dtype; int8 and int4 quantize the projections and the LM head at load, the
+// embedding and norms stay f32); activations and the KV cache are float32.
 #include <kiln/kiln.hpp>
 #include <kiln/models/llama.hpp>
 #ifdef KILN_EXAMPLE_VULKAN
@@ -38,7 +39,7 @@ struct args {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "transformer: " << why << "\n"
             << "usage: transformer MODEL_DIR --ids 1,15043,29892 --steps 32 [--backend cpu|vulkan]\n"
-               "                   [--weights f32|f16|bf16] [--threads N] [--max-len N] [--logits FILE]\n";
+               "                   [--weights f32|f16|bf16|int8|int4] [--threads N] [--max-len N] [--logits FILE]\n";
   std::exit(2);
 }
 
@@ -101,6 +102,8 @@ int run(const kiln::context<B>& ctx, const args& a) {
   using clock = std::chrono::steady_clock;
   kiln::llama::load_options lo;
   lo.max_len = a.max_len > 0 ? a.max_len : static_cast<kiln::index_t>(a.ids.size()) + a.steps;
+  if (a.weights == "int8") lo.quant = kiln::llama::weight_quant::int8;
+  if (a.weights == "int4") lo.quant = kiln::llama::weight_quant::int4;
   const auto t0 = clock::now();
   auto m = kiln::llama::model<W, B>::load(ctx, a.dir, lo);
   const auto t1 = clock::now();
@@ -139,10 +142,10 @@ int main(int argc, char** argv) {
   const args a = parse(argc, argv);
   try {
     const auto go = [&](const auto& ctx) {
-      if (a.weights == "f32") return run<float>(ctx, a);
+      if (a.weights == "f32" || a.weights == "int8" || a.weights == "int4") return run<float>(ctx, a);
       if (a.weights == "f16") return run<kiln::half>(ctx, a);
       if (a.weights == "bf16") return run<kiln::bfloat16>(ctx, a);
-      usage("--weights must be f32, f16 or bf16, got " + a.weights);
+      usage("--weights must be f32, f16, bf16, int8 or int4, got " + a.weights);
     };
     if (a.backend == "cpu") {
       if (a.threads > 0) return go(kiln::context<kiln::cpu<>>(kiln::threads{int(a.threads)}));

@@ -27,6 +27,10 @@
 // tie_word_embeddings). Weights are stored as W (float, kiln::half or kiln::bfloat16),
 // converted once at load from whatever float dtype the file holds; activations, the KV
 // cache and logits are float32, every product accumulates in float32.
+// load_options::quant keeps the projections (q/k/v/o, gate/up/down and the LM head) as
+// int8 (a scale per row) or int4 (a scale per 32 weights) instead: kiln::quantize at load,
+// the products with activations quantized per row (ops/quant/qmatmul.hpp), the same
+// prologue and epilogue fusion. The embedding and the norms stay W.
 #pragma once
 
 #include <algorithm>
@@ -155,6 +159,13 @@ struct config {
   }
 };
 
+/// How the projection weights are kept (load_options::quant).
+enum class weight_quant {
+  none,  // dtype W
+  int8,  // kiln::quant::int8, a scale per row
+  int4,  // kiln::quant::int4, a scale per 32 weights (every K must be a multiple of 32)
+};
+
 /// Options of model::load.
 struct load_options {
   /// Positions the KV cache holds (prompt plus generated tokens); 0: the smaller of
@@ -165,6 +176,8 @@ struct load_options {
   /// device may bind no more than maxStorageBufferRange per buffer (2^27 bytes is all
   /// the specification guarantees, and lavapipe's limit).
   std::size_t max_block_bytes = std::size_t(1) << 27;
+  /// Projection weights quantized at load (see weight_quant); none keeps them as W.
+  weight_quant quant = weight_quant::none;
 };
 
 /// A [rows, cols] weight matrix kept as row blocks (consecutive row ranges; one block
@@ -172,11 +185,46 @@ struct load_options {
 template <class W, class B>
 struct matrix {
   std::vector<tensor<W, B>> blocks;
+  // or, after quantize(): the same row blocks quantized (one of the two is used)
+  std::vector<qtensor<quant::int8, B>> q8;
+  std::vector<qtensor<quant::int4, B>> q4;
 
   index_t rows() const noexcept {
     index_t r = 0;
-    for (const auto& b : blocks) r += b.shape()[0];
+    for_each_block([&](const auto& b) { r += b.shape()[0]; });
     return r;
+  }
+  /// f(block) for each row block, whichever form it is kept in (a tensor or a qtensor).
+  template <class F>
+  void for_each_block(F&& f) const {
+    for (const auto& b : blocks) f(b);
+    for (const auto& b : q8) f(b);
+    for (const auto& b : q4) f(b);
+  }
+  /// Bytes the matrix holds.
+  double bytes() const noexcept {
+    double n = 0;
+    for (const auto& b : blocks) n += double(b.numel()) * double(sizeof(W));
+    for (const auto& b : q8) n += double(b.bytes());
+    for (const auto& b : q4) n += double(b.bytes());
+    return n;
+  }
+  /// The float blocks replaced by their quantized form (`what` names the matrix in
+  /// errors: int4 needs the columns to be a multiple of 32).
+  void quantize(weight_quant q, const std::string& what) {
+    if (q == weight_quant::none) return;
+    for (const auto& b : blocks) {
+      if (q == weight_quant::int8) {
+        q8.push_back(kiln::quantize<quant::int8>(b));
+      } else {
+        if (b.shape()[1] % 32 != 0) {
+          throw shape_error("kiln::llama: int4 weights need in_features to be a multiple of 32; " + what + " has " +
+                            std::to_string(b.shape()[1]) + " (use int8)");
+        }
+        q4.push_back(kiln::quantize<quant::int4>(b, {.group = 32}));
+      }
+    }
+    blocks.clear();
   }
   /// Rows per block for cols columns under max_bytes (at least one).
   static index_t block_rows(index_t cols, std::size_t max_bytes) noexcept {
@@ -358,8 +406,18 @@ class model {
     auto norm = ck.load<W>(ctx, "model.norm.weight", {H});
     // Some tied checkpoints still carry lm_head.weight; an untied one must.
     weight head = cfg.tie_word_embeddings && !ck.contains("lm_head.weight")
-                      ? embed  // shares the embedding's storage
+                      ? embed  // shares the embedding's storage (quantized: a copy of its own)
                       : stack({{"lm_head.weight", V}}, H);
+    if (opt.quant != weight_quant::none) {
+      for (std::size_t l = 0; l < layers.size(); ++l) {
+        const std::string p = "layer " + std::to_string(l) + " ";
+        layers[l].wqkv.quantize(opt.quant, p + "q/k/v_proj");
+        layers[l].wo.quantize(opt.quant, p + "o_proj");
+        layers[l].wgu.quantize(opt.quant, p + "gate/up_proj");
+        layers[l].wdown.quantize(opt.quant, p + "down_proj");
+      }
+      head.quantize(opt.quant, "lm_head");
+    }
     return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt);
   }
 
@@ -376,14 +434,15 @@ class model {
     const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
     const index_t nq = cfg_.num_attention_heads * D, nk = cfg_.num_key_value_heads * D;
     const auto check = [&](const weight& w, index_t rows, index_t cols, const char* what) {
-      bool ok = !w.blocks.empty() && w.rows() == rows;
-      for (const auto& b : w.blocks) ok = ok && b.rank() == 2 && b.shape()[1] == cols;
+      bool ok = w.rows() == rows && rows > 0;
+      w.for_each_block([&](const auto& b) { ok = ok && b.shape().rank() == 2 && b.shape()[1] == cols; });
       if (!ok) {
         throw shape_error("kiln::llama::model: " + std::string(what) + " must be [" + std::to_string(rows) + ", " +
                           std::to_string(cols) + "] in row blocks");
       }
     };
     check(embed_, cfg_.vocab_size, H, "the embedding");
+    if (embed_.blocks.empty()) throw shape_error("kiln::llama::model: the embedding must be kept as float row blocks");
     check(head_, cfg_.vocab_size, H, "the LM head");
     for (const auto& L : layers_) {
       check(L.wqkv, nq + 2 * nk, H, "wqkv");
@@ -516,8 +575,12 @@ class model {
   const std::vector<layer>& layers() const noexcept { return layers_; }
   /// Bytes of weights read per decode step (every matrix once; the embedding row aside).
   double weight_bytes_per_token() const noexcept {
-    return double(cfg_.parameters() - cfg_.vocab_size * cfg_.hidden_size * (cfg_.tie_word_embeddings ? 0 : 1)) *
-           double(sizeof(W));
+    double n = head_.bytes() + double(norm_.numel()) * double(sizeof(W));
+    for (const auto& L : layers_) {
+      n += L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes();
+      n += double(L.attn_norm.numel() + L.mlp_norm.numel()) * double(sizeof(W));
+    }
+    return n;
   }
 
  private:
@@ -526,16 +589,17 @@ class model {
   template <class X>
   static void project(tensor<float, B>& out, const X& x, const weight& w, bool residual) {
     index_t r0 = 0;
-    for (const auto& b : w.blocks) {
+    const std::size_t count = w.blocks.size() + w.q8.size() + w.q4.size();
+    w.for_each_block([&](const auto& b) {
       const index_t r1 = r0 + b.shape()[0];
-      auto o = w.blocks.size() == 1 ? out : slice(out, 1, r0, r1);
+      auto o = count == 1 ? out : slice(out, 1, r0, r1);
       if (residual) {
         o = o + linear(x, b);
       } else {
         o = linear(x, b);
       }
       r0 = r1;
-    }
+    });
   }
 
   /// h [n, H] = the embedding rows of ids: one gather per row block holding any of them
