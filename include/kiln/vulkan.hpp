@@ -29,4 +29,5 @@
 #include "kiln/vulkan/ops/reduce.hpp"
 #include "kiln/vulkan/ops/gemm.hpp"
 #include "kiln/vulkan/ops/attention.hpp"
+#include "kiln/vulkan/ops/quant.hpp"
 #include "kiln/vulkan/ops/structural.hpp"

@@ -1,8 +1,9 @@
 // kiln/vulkan/ops/structural.hpp — a statement holding one structural op, routed by the
 // op's family: reduce and row families to ops/reduce.hpp, contract (matmul) to
 // ops/gemm.hpp, attend (attention) to ops/attention.hpp, rope (row family) and the
-// gather family (embedding) to ops/position.hpp; and the name of the kernel each would
-// run (kiln::kernel_variant).
+// gather family (embedding) to ops/position.hpp, the quant family (quantize's packing,
+// dequantize, matmul with a qtensor) to ops/quant.hpp; and the name of the kernel each
+// would run (kiln::kernel_variant).
 #pragma once
 
 #if !defined(KILN_VULKAN_UMBRELLA)
@@ -17,6 +18,7 @@
 #include "kiln/vulkan/ops/attention.hpp"
 #include "kiln/vulkan/ops/gemm.hpp"
 #include "kiln/vulkan/ops/position.hpp"
+#include "kiln/vulkan/ops/quant.hpp"
 #include "kiln/vulkan/ops/reduce.hpp"
 
 namespace kiln::detail::vk {
@@ -26,6 +28,7 @@ void record_structural_kernel(const tensor<T, B>& out, const N& n) {
   using S = std::remove_cvref_t<decltype(find_structural(n))>;
   if constexpr (S::family == structural_family::contract) record_gemm_kernel(out, n);
   else if constexpr (S::family == structural_family::attend) record_attention_kernel(out, n);
+  else if constexpr (S::family == structural_family::quant) record_quant_kernel(out, n);
   else if constexpr (S::family == structural_family::gather || std::is_same_v<typename S::op_type, rope_op>)
     record_position_kernel(out, n);
   else record_reduce_kernel(out, n);
@@ -37,6 +40,8 @@ std::string structural_variant(const S& s) {
     return gemm_variant(s);
   } else if constexpr (S::family == structural_family::attend) {
     return attention_variant(s);
+  } else if constexpr (S::family == structural_family::quant) {
+    return quant_variant(s);
   } else if constexpr (S::family == structural_family::gather || std::is_same_v<typename S::op_type, rope_op>) {
     if constexpr (std::is_same_v<typename S::op_type, rope_op>) {
       return s.op.interleaved ? "vulkan.rope interleaved" : "vulkan.rope half-split";

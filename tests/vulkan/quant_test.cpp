@@ -1,0 +1,511 @@
+// tests/vulkan/quant_test.cpp — the quant family's Vulkan kernels (kernels/quant/*.comp)
+// on the device with validation on, against references written here from the formats
+// and formulas of ops/quant/scheme.hpp and ops/quant/qmatmul.hpp:
+//   pack        codes bit-exact for int8 / int4 / ternary, groups 32 / 64 / 128, one
+//               scale per row or per tensor, K not a multiple of the chunk (padding)
+//   dequantize  (code - offset) * scale, exact, with a fused epilogue: one kernel
+//   matvec      M = 1 and 5, K = 32 / 96 / 4096 (and a K past shared memory, in
+//               segments), N = 37; the reference quantizes x exactly as the kernel must
+//               (so the int32 sums agree) and the tolerance covers only the float sums
+//               over groups: (G + 2) 2^-24 sum_g |s_x scale_g isum_g| (+ 2^-11 |y| for an
+//               f16 result, 2^-8 |y| for bf16); exact integer data gives exact results; f16 activations; a
+//               fused prologue, `+ bias` and gelu as one kernel; NaN / Inf rows -> NaN.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "random.hpp"
+#include "vulkan_fixture.hpp"
+
+namespace {
+
+using quant = kiln_test::vulkan_test;
+using kiln::index_t;
+namespace qs = kiln::quant;
+
+template <class S>
+constexpr int fields = 8 / S::bits;  // fields a byte
+
+/// Signed code of weight (n, k) in the packed words (ops/quant/scheme.hpp's layout).
+template <class S>
+int code_at(const std::vector<std::int32_t>& words, index_t W, index_t n, index_t k) {
+  const index_t c = k / S::chunk, r = k % S::chunk, s = r / 32, j = r % 32;
+  const std::uint32_t word = static_cast<std::uint32_t>(words[static_cast<std::size_t>(n * W + c * 8 + j / 4)]);
+  const std::uint32_t byte = (word >> (8 * (j % 4))) & 0xffu;
+  return int((byte >> (S::bits * s)) & ((1u << S::bits) - 1u)) - S::offset;
+}
+
+/// The packed words of signed codes [N, K] (padding: code 0).
+template <class S>
+std::vector<std::int32_t> pack_words(const std::vector<int>& codes, index_t N, index_t K) {
+  const index_t chunks = (K + S::chunk - 1) / S::chunk, W = chunks * 8;
+  std::vector<std::int32_t> out(static_cast<std::size_t>(N * W));
+  for (index_t n = 0; n < N; ++n) {
+    for (index_t w = 0; w < W; ++w) {
+      std::uint32_t word = 0;
+      for (int b = 0; b < 4; ++b) {
+        std::uint32_t byte = 0;
+        for (int s = 0; s < fields<S>; ++s) {
+          const index_t k = (w / 8) * S::chunk + 32 * s + (w % 8) * 4 + b;
+          const int code = k < K ? codes[static_cast<std::size_t>(n * K + k)] : 0;
+          byte |= std::uint32_t(code + S::offset) << (S::bits * s);
+        }
+        word |= byte << (8 * b);
+      }
+      out[static_cast<std::size_t>(n * W + w)] = static_cast<std::int32_t>(word);
+    }
+  }
+  return out;
+}
+
+/// Round half to even, written out.
+float rne(float v) {
+  const float f = std::floor(v);
+  const float d = v - f;
+  if (d > 0.5f) return f + 1;
+  if (d < 0.5f) return f;
+  return std::fmod(f, 2.0f) == 0.0f ? f : f + 1;
+}
+
+struct ref_codes {
+  std::vector<int> codes;     // signed, [N, K]
+  std::vector<float> scales;  // [N, G], or [1] per tensor
+};
+
+/// Reference quantization of w [N, K]: int8 / int4 absmax per group (group 0: per row),
+/// ternary absmean with the gamma the device computed (a float mean whose last bits
+/// depend on the summation order; `gammas`).
+template <class S>
+ref_codes ref_quantize(const std::vector<float>& w, index_t N, index_t K, index_t group, bool per_row,
+                       const std::vector<float>& gammas, float eps = 1e-5f) {
+  ref_codes r;
+  r.codes.resize(w.size());
+  if constexpr (std::is_same_v<S, qs::ternary>) {
+    r.scales = gammas;
+    for (index_t n = 0; n < N; ++n) {
+      const float gm = gammas[per_row ? n : 0];
+      const float inv = 1.0f / (gm + eps);
+      for (index_t k = 0; k < K; ++k) {
+        r.codes[n * K + k] = int(std::clamp(rne(w[n * K + k] * inv), -1.0f, 1.0f));
+      }
+    }
+  } else {
+    const index_t g = group == 0 ? K : group, G = K / g;
+    r.scales.resize(static_cast<std::size_t>(N * G));
+    for (index_t n = 0; n < N; ++n) {
+      for (index_t gi = 0; gi < G; ++gi) {
+        float amax = 0;
+        for (index_t k = gi * g; k < (gi + 1) * g; ++k) amax = std::max(amax, std::abs(w[n * K + k]));
+        r.scales[n * G + gi] = amax / float(S::qmax);
+        const float inv = amax > 0 ? float(S::qmax) / amax : 0.0f;
+        for (index_t k = gi * g; k < (gi + 1) * g; ++k) {
+          r.codes[n * K + k] = int(std::clamp(rne(w[n * K + k] * inv), -float(S::qmax), float(S::qmax)));
+        }
+      }
+    }
+  }
+  return r;
+}
+
+template <class S>
+kiln::quant_options options(index_t group, bool per_row) {
+  kiln::quant_options o;
+  if constexpr (std::is_same_v<S, qs::ternary>) o.per_row = per_row;
+  else o.group = int(group);
+  return o;
+}
+
+/// quantize<S>(w) on the device, codes and scales checked bit for bit against the reference.
+template <class S>
+void check_pack(kiln::context<kiln::vulkan>& ctx, std::mt19937_64& g, index_t N, index_t K, index_t group, bool per_row) {
+  const std::string what = std::string(S::name) + " N " + std::to_string(N) + " K " + std::to_string(K) + " group " +
+                           std::to_string(group) + (per_row ? " per row" : "") + " " + kiln_test::seed_note();
+  const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -2.0f, 2.0f);
+  const auto w = kiln::from_host(ctx, {N, K}, wh);
+  const auto q = kiln::quantize<S>(w, options<S>(group, per_row));
+  const auto words = q.codes().to_host();
+  const auto scales = q.scales().to_host();
+  const ref_codes ref = ref_quantize<S>(wh, N, K, group, per_row, scales);
+  ASSERT_EQ(scales.size(), ref.scales.size()) << what;
+  for (std::size_t i = 0; i < scales.size(); ++i) {
+    if constexpr (std::is_same_v<S, qs::ternary>) {
+      // gamma: a float mean, against the double one
+      double m = 0;
+      const index_t rows = per_row ? 1 : N;
+      for (index_t k = 0; k < rows * K; ++k) m += std::abs(double(wh[static_cast<std::size_t>(i) * K + k]));
+      EXPECT_NEAR(scales[i], m / double(rows * K), 1e-6 * m / double(rows * K)) << what;
+    } else {
+      EXPECT_EQ(scales[i], ref.scales[i]) << what << ": scale " << i;
+    }
+  }
+  const auto want = pack_words<S>(ref.codes, N, K);
+  ASSERT_EQ(words.size(), want.size()) << what;
+  int bad = 0;
+  for (std::size_t i = 0; i < words.size() && bad < 5; ++i) {
+    if (words[i] != want[i]) {
+      ++bad;
+      ADD_FAILURE() << what << ": word " << i << " (row " << i / (want.size() / N) << ") is " << std::hex
+                    << std::uint32_t(words[i]) << ", want " << std::uint32_t(want[i]) << std::dec;
+    }
+  }
+}
+
+}  // namespace
+
+TEST_F(quant, pack_codes_are_bit_exact_for_every_scheme_group_and_padding) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  check_pack<qs::int8>(c, g, 7, 96, 0, false);    // per row, K not a multiple of 32... of 128
+  check_pack<qs::int8>(c, g, 5, 96, 32, false);
+  check_pack<qs::int8>(c, g, 3, 192, 64, false);
+  check_pack<qs::int8>(c, g, 4, 256, 128, false);
+  check_pack<qs::int8>(c, g, 1, 5, 0, false);
+  check_pack<qs::int4>(c, g, 7, 32, 32, false);   // half a chunk: the high nibbles are padding
+  check_pack<qs::int4>(c, g, 5, 96, 32, false);
+  check_pack<qs::int4>(c, g, 3, 192, 64, false);
+  check_pack<qs::int4>(c, g, 2, 384, 128, false);
+  check_pack<qs::ternary>(c, g, 3, 5, 0, false);  // per tensor
+  check_pack<qs::ternary>(c, g, 6, 200, 0, true);  // per row
+  check_pack<qs::ternary>(c, g, 4, 256, 0, false);
+}
+
+TEST_F(quant, pack_takes_the_weights_from_any_float_dtype_and_view) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  const index_t N = 6, K = 64;
+  const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
+  std::vector<kiln::half> hh(wh.begin(), wh.end());
+  std::vector<float> wr(hh.begin(), hh.end());  // the f16 values
+  const auto wf16 = kiln::from_host(c, {N, K}, hh);
+  const auto q = kiln::quantize<qs::int4>(wf16, {.group = 32});
+  const ref_codes ref = ref_quantize<qs::int4>(wr, N, K, 32, false, {});
+  EXPECT_EQ(q.codes().to_host(), pack_words<qs::int4>(ref.codes, N, K));
+  EXPECT_EQ(q.scales().to_host(), ref.scales);
+  // a transposed view (quantize copies it to a contiguous weight first)
+  std::vector<float> th(static_cast<std::size_t>(N * K));
+  for (index_t n = 0; n < N; ++n)
+    for (index_t k = 0; k < K; ++k) th[k * N + n] = wr[n * K + k];
+  const auto wt = kiln::transpose(kiln::from_host(c, {K, N}, th));
+  const auto qt = kiln::quantize<qs::int4>(wt, {.group = 32});
+  EXPECT_EQ(qt.codes().to_host(), pack_words<qs::int4>(ref.codes, N, K));
+}
+
+TEST_F(quant, dequantize_is_one_kernel_with_its_epilogue_and_exact) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  const index_t N = 9, K = 96;
+  const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -3.0f, 3.0f);
+  const auto w = kiln::from_host(c, {N, K}, wh);
+  const auto bh = kiln_test::uniform(g, static_cast<std::size_t>(K), -1.0f, 1.0f);
+  const auto bias = kiln::from_host(c, {K}, bh);
+  const auto check = [&](const auto& q, const std::string& what) {
+    using S = typename std::remove_cvref_t<decltype(q)>::scheme_type;
+    const auto words = q.codes().to_host();
+    const auto scales = q.scales().to_host();
+    const index_t W = q.layout().words, srs = q.layout().scale_row_stride(), grp = q.layout().group;
+    auto y = kiln::empty<float>(c, {N, K});
+    EXPECT_EQ(kiln::kernel_variant(kiln::dequantize(q) * 2.0f + bias), "vulkan.quant.dequantize") << what;
+    const std::uint64_t before = c.kernels_launched();
+    y = kiln::dequantize(q) * 2.0f + bias;
+    EXPECT_EQ(c.kernels_launched() - before, 1u) << what;
+    const auto yh = y.to_host();
+    int bad = 0;
+    for (index_t n = 0; n < N && bad < 5; ++n) {
+      for (index_t k = 0; k < K && bad < 5; ++k) {
+        const float v = float(code_at<S>(words, W, n, k)) * scales[static_cast<std::size_t>(n * srs + k / grp)];
+        const float want = v * 2.0f + bh[static_cast<std::size_t>(k)];
+        if (yh[static_cast<std::size_t>(n * K + k)] != want) {
+          ++bad;
+          ADD_FAILURE() << what << ": y[" << n << ", " << k << "] = " << yh[n * K + k] << ", want " << want;
+        }
+      }
+    }
+    // f16 output, alone
+    auto h = kiln::empty<kiln::half>(c, {N, K});
+    h = kiln::cast<kiln::half>(kiln::dequantize(q));
+    const auto hh = h.to_host();
+    for (index_t i = 0; i < 4; ++i) {
+      const float v = float(code_at<S>(words, W, i, i)) * scales[static_cast<std::size_t>(i * srs + i / grp)];
+      EXPECT_EQ(float(hh[static_cast<std::size_t>(i * K + i)]), float(kiln::half(v))) << what;
+    }
+  };
+  check(kiln::quantize<qs::int8>(w), "int8 per row");
+  check(kiln::quantize<qs::int8>(w, {.group = 32}), "int8 group 32");
+  check(kiln::quantize<qs::int4>(w, {.group = 32}), "int4 group 32");
+  check(kiln::quantize<qs::ternary>(w), "ternary per tensor");
+  check(kiln::quantize<qs::ternary>(w, {.per_row = true}), "ternary per row");
+}
+
+namespace {
+
+struct qref {
+  std::vector<double> value, tol;
+};
+
+/// The reference product of x [M, K] (its values as the kernel sees them after the
+/// prologue) and q's codes and scales (read back): x quantized per row exactly as the
+/// kernel does it, int32 sums per group, then float; tol: the float sums' rounding.
+template <class S>
+qref ref_qmatmul(const std::vector<float>& x, index_t M, index_t K, const std::vector<std::int32_t>& words,
+                 const std::vector<float>& scales, const kiln::detail::quant_layout& l) {
+  const index_t N = l.N;
+  qref r;
+  r.value.assign(static_cast<std::size_t>(M * N), 0.0);
+  r.tol.assign(r.value.size(), 0.0);
+  std::vector<int> xq(static_cast<std::size_t>(K));
+  for (index_t m = 0; m < M; ++m) {
+    float amax = 0;
+    bool finite = true;
+    for (index_t k = 0; k < K; ++k) {
+      const float v = x[static_cast<std::size_t>(m * K + k)];
+      finite = finite && std::isfinite(v);
+      amax = std::max(amax, std::abs(v));
+    }
+    const float inv = finite && amax > 0 ? 127.0f / amax : 0.0f;
+    const float sx = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+    for (index_t k = 0; k < K; ++k) xq[k] = finite ? int(std::clamp(rne(x[m * K + k] * inv), -127.0f, 127.0f)) : 0;
+    for (index_t n = 0; n < N; ++n) {
+      double y = 0, mag = 0;
+      for (index_t gi = 0; gi < l.groups; ++gi) {
+        std::int64_t isum = 0;
+        for (index_t k = gi * l.group; k < std::min(K, (gi + 1) * l.group); ++k) {
+          isum += std::int64_t(xq[k]) * code_at<S>(words, l.words, n, k);
+        }
+        const double t = double(scales[static_cast<std::size_t>(n * l.scale_row_stride() + gi)]) * double(isum);
+        y += t;
+        mag += std::abs(t);
+      }
+      r.value[m * N + n] = double(sx) * y;
+      r.tol[m * N + n] = double(l.groups + 2) * 0x1p-24 * double(sx) * mag + 1e-30;
+    }
+  }
+  return r;
+}
+
+template <class T>
+void expect_close(const std::vector<T>& got, const qref& ref, const std::string& what, double rel = 0.0) {
+  ASSERT_EQ(got.size(), ref.value.size()) << what;
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size() && bad < 5; ++i) {
+    const double gv = double(float(got[i])), w = ref.value[i];
+    const bool ok = std::isnan(w) ? std::isnan(gv) : std::abs(gv - w) <= ref.tol[i] + rel * std::abs(w);
+    if (!ok) {
+      ++bad;
+      ADD_FAILURE() << what << ": y[" << i << "] = " << gv << ", want " << w << " (tol " << ref.tol[i] + rel * std::abs(w)
+                    << ") " << kiln_test::seed_note();
+    }
+  }
+}
+
+/// y = matmul(x, q) for x [M, K] on the device against the reference, one kernel.
+template <class S, class T = float>
+void check_matvec(kiln::context<kiln::vulkan>& c, std::mt19937_64& g, index_t M, index_t N, index_t K,
+                  kiln::quant_options o) {
+  const std::string what = std::string(S::name) + " M " + std::to_string(M) + " N " + std::to_string(N) + " K " +
+                           std::to_string(K) + " group " + std::to_string(o.group) +
+                           (std::is_same_v<T, float> ? "" : " f16");
+  const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
+  const auto q = kiln::quantize<S>(kiln::from_host(c, {N, K}, wh), o);
+  const auto xf = kiln_test::uniform(g, static_cast<std::size_t>(M * K), -3.0f, 3.0f);
+  const std::vector<T> xt(xf.begin(), xf.end());
+  const std::vector<float> xv(xt.begin(), xt.end());
+  const auto x = kiln::from_host(c, {M, K}, xt);
+  auto y = kiln::empty<T>(c, {M, N});
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), "vulkan.quant.matvec");
+  const std::uint64_t before = c.kernels_launched();
+  y = kiln::matmul(x, q);
+  EXPECT_EQ(c.kernels_launched() - before, 1u) << what;
+  qref ref = ref_qmatmul<S>(xv, M, K, q.codes().to_host(), q.scales().to_host(), q.layout());
+  expect_close(y.to_host(), ref, what, std::is_same_v<T, float> ? 0.0 : std::is_same_v<T, kiln::half> ? 0x1p-11 : 0x1p-8);
+}
+
+}  // namespace
+
+TEST_F(quant, matvec_matches_the_reference_for_every_scheme_and_shape) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  for (index_t M : {1, 5}) {
+    for (index_t K : {32, 96, 4096}) {
+      check_matvec<qs::int8>(c, g, M, 37, K, {});
+      check_matvec<qs::int8>(c, g, M, 37, K, {.group = 32});
+      check_matvec<qs::int4>(c, g, M, 37, K, {.group = 32});
+      check_matvec<qs::ternary>(c, g, M, 37, K, {});
+      check_matvec<qs::ternary>(c, g, M, 37, K, {.per_row = true});
+    }
+    check_matvec<qs::int8>(c, g, M, 37, 4096, {.group = 128});
+    check_matvec<qs::int4>(c, g, M, 37, 4096, {.group = 64});
+    check_matvec<qs::int4>(c, g, M, 37, 4096, {.group = 128});
+    check_matvec<qs::ternary>(c, g, M, 37, 5, {});
+    check_matvec<qs::int8>(c, g, M, 3, 5, {});
+  }
+  check_matvec<qs::int8>(c, g, 64, 130, 256, {.group = 64});  // several column blocks
+}
+
+TEST_F(quant, matvec_walks_a_k_past_shared_memory_in_segments) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  // lavapipe holds 32 KiB of shared memory: K = 40960 int8 activations take two segments
+  const index_t K = std::max<index_t>(40960, index_t(kiln::vulkan::device(c).max_shared_memory) + 4096) / 128 * 128;
+  check_matvec<qs::int8>(c, g, 2, 11, K, {});
+  check_matvec<qs::int8>(c, g, 1, 11, K, {.group = 128});
+  check_matvec<qs::int4>(c, g, 1, 11, K, {.group = 32});
+  check_matvec<qs::ternary>(c, g, 2, 11, K + 5, {});
+}
+
+TEST_F(quant, matvec_takes_f16_activations_and_gives_f16) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  check_matvec<qs::int8, kiln::half>(c, g, 1, 37, 4096, {});
+  check_matvec<qs::int4, kiln::half>(c, g, 5, 37, 96, {.group = 32});
+  check_matvec<qs::ternary, kiln::half>(c, g, 5, 37, 96, {});
+  check_matvec<qs::int8, kiln::bfloat16>(c, g, 3, 37, 96, {.group = 32});
+}
+
+TEST_F(quant, matvec_on_integer_data_is_exact) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  const auto run = [&](auto scheme, index_t M, index_t N, index_t K, index_t group) {
+    using S = decltype(scheme);
+    // weights: integers in [-qmax, qmax], each group holding a +-qmax (scale 1, codes = w)
+    auto wi = kiln_test::uniform_int<float>(g, static_cast<std::size_t>(N * K), -S::qmax, S::qmax);
+    const index_t grp = group ? group : K;
+    for (index_t n = 0; n < N; ++n)
+      for (index_t k0 = 0; k0 < K; k0 += grp) wi[n * K + k0 + (n + k0) % grp] = (n % 2 ? -1.0f : 1.0f) * S::qmax;
+    auto xi = kiln_test::uniform_int<float>(g, static_cast<std::size_t>(M * K), -127, 127);
+    for (index_t m = 0; m < M; ++m) xi[m * K + (7 * m) % K] = m % 2 ? 127.0f : -127.0f;  // max|x| = 127: x_q = x
+    const auto q = kiln::quantize<S>(kiln::from_host(c, {N, K}, wi), options<S>(group, false));
+    for (const float s : q.scales().to_host()) ASSERT_EQ(s, 1.0f);
+    const auto x = kiln::from_host(c, {M, K}, xi);
+    auto y = kiln::empty<float>(c, {M, N});
+    y = kiln::matmul(x, q);
+    const auto yh = y.to_host();
+    for (index_t m = 0; m < M; ++m) {
+      for (index_t n = 0; n < N; ++n) {
+        std::int64_t want = 0;
+        for (index_t k = 0; k < K; ++k) want += std::int64_t(xi[m * K + k]) * std::int64_t(wi[n * K + k]);
+        ASSERT_EQ(double(yh[m * N + n]), double(want)) << S::name << " K " << K << " group " << group << " y[" << m << ", " << n << "]";
+      }
+    }
+  };
+  for (index_t K : {32, 96, 4096}) {
+    run(qs::int8{}, 1, 37, K, 0);
+    run(qs::int8{}, 5, 37, K, 32);
+    run(qs::int4{}, 5, 37, K, 32);
+  }
+  run(qs::int4{}, 2, 37, 4096, 128);
+  run(qs::int8{}, 2, 37, 4096, 64);
+}
+
+TEST_F(quant, matvec_fuses_its_prologue_and_a_bias_then_gelu_epilogue) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  const index_t M = 5, N = 37, K = 96;
+  const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
+  const auto q = kiln::quantize<qs::int8>(kiln::from_host(c, {N, K}, wh), {.group = 32});
+  const auto xh = kiln_test::uniform(g, static_cast<std::size_t>(M * K), -2.0f, 2.0f);
+  const auto bh = kiln_test::uniform(g, static_cast<std::size_t>(N), -1.0f, 1.0f);
+  const auto x = kiln::from_host(c, {M, K}, xh);
+  const auto bias = kiln::from_host(c, {N}, bh);
+  auto y = kiln::empty<float>(c, {M, N});
+  const std::uint64_t before = c.kernels_launched();
+  y = kiln::gelu(kiln::linear(x * 0.5f, q, bias));
+  EXPECT_EQ(c.kernels_launched() - before, 1u);
+  std::vector<float> xs(xh.size());
+  for (std::size_t i = 0; i < xh.size(); ++i) xs[i] = xh[i] * 0.5f;
+  qref ref = ref_qmatmul<qs::int8>(xs, M, K, q.codes().to_host(), q.scales().to_host(), q.layout());
+  for (std::size_t i = 0; i < ref.value.size(); ++i) {
+    const double v = ref.value[i] + bh[i % N];
+    ref.value[i] = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    ref.tol[i] = 1.2 * (ref.tol[i] + 0x1p-23 * std::abs(v)) + 2e-6 + 1e-6 * std::abs(v);
+  }
+  expect_close(y.to_host(), ref, "gelu(linear(x * 0.5, q, bias))");
+  // bitlinear with a bias, into an f16 output
+  const auto qt = kiln::quantize<qs::ternary>(kiln::from_host(c, {N, K}, wh));
+  auto h = kiln::empty<kiln::half>(c, {M, N});
+  const std::uint64_t b2 = c.kernels_launched();
+  h = kiln::cast<kiln::half>(kiln::bitlinear(x, qt, bias));
+  EXPECT_EQ(c.kernels_launched() - b2, 1u);
+  qref rt = ref_qmatmul<qs::ternary>(xh, M, K, qt.codes().to_host(), qt.scales().to_host(), qt.layout());
+  for (std::size_t i = 0; i < rt.value.size(); ++i) {
+    rt.value[i] += bh[i % N];
+    rt.tol[i] += 0x1p-23 * std::abs(rt.value[i]);
+  }
+  expect_close(h.to_host(), rt, "bitlinear(x, q, bias) -> f16", 0x1p-11);
+}
+
+TEST_F(quant, matvec_reads_a_strided_x) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  const index_t M = 3, N = 37, K = 64;
+  const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
+  const auto q = kiln::quantize<qs::int4>(kiln::from_host(c, {N, K}, wh), {.group = 32});
+  const auto th = kiln_test::uniform(g, static_cast<std::size_t>(M * K), -1.0f, 1.0f);  // x^T [K, M]
+  std::vector<float> xh(th.size());
+  for (index_t m = 0; m < M; ++m)
+    for (index_t k = 0; k < K; ++k) xh[m * K + k] = th[k * M + m];
+  const auto xt = kiln::from_host(c, {K, M}, th);
+  auto y = kiln::empty<float>(c, {M, N});
+  y = kiln::matmul(kiln::transpose(xt), q);
+  expect_close(y.to_host(), ref_qmatmul<qs::int4>(xh, M, K, q.codes().to_host(), q.scales().to_host(), q.layout()),
+               "matmul(transpose(x^T), q)");
+  // a batch of rows [2, 3, K]
+  auto y3 = kiln::empty<float>(c, {2, 3, N});
+  const auto x3h = kiln_test::uniform(g, static_cast<std::size_t>(6 * K), -1.0f, 1.0f);
+  y3 = kiln::matmul(kiln::from_host(c, {2, 3, K}, x3h), q);
+  expect_close(y3.to_host(), ref_qmatmul<qs::int4>(x3h, 6, K, q.codes().to_host(), q.scales().to_host(), q.layout()),
+               "matmul(x [2, 3, K], q)");
+}
+
+TEST_F(quant, matvec_gives_nan_for_a_row_holding_nan_or_inf) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  const index_t M = 4, N = 37, K = 96;
+  const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
+  const auto q = kiln::quantize<qs::int8>(kiln::from_host(c, {N, K}, wh));
+  auto xh = kiln_test::uniform(g, static_cast<std::size_t>(M * K), -1.0f, 1.0f);
+  xh[1 * K + 17] = std::numeric_limits<float>::quiet_NaN();
+  xh[2 * K + 95] = -std::numeric_limits<float>::infinity();
+  for (index_t k = 0; k < K; ++k) xh[3 * K + k] = 0.0f;  // all zero: outputs 0
+  auto y = kiln::empty<float>(c, {M, N});
+  y = kiln::matmul(kiln::from_host(c, {M, K}, xh), q);
+  const auto yh = y.to_host();
+  for (index_t n = 0; n < N; ++n) {
+    EXPECT_TRUE(std::isfinite(yh[n])) << n;
+    EXPECT_TRUE(std::isnan(yh[N + n])) << n;
+    EXPECT_TRUE(std::isnan(yh[2 * N + n])) << n;
+    EXPECT_EQ(yh[3 * N + n], 0.0f) << n;
+  }
+  expect_close(std::vector<float>(yh.begin(), yh.begin() + N),
+               ref_qmatmul<qs::int8>(std::vector<float>(xh.begin(), xh.begin() + K), 1, K, q.codes().to_host(),
+                                     q.scales().to_host(), q.layout()),
+               "the finite row");
+}
+
+TEST_F(quant, matvec_names_the_shared_memory_limit_it_cannot_fit) {
+  namespace vk = kiln::detail::vk;
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768}, "op").seg, 4096u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 96, {64, 32768}, "op").seg, 128u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 16384, {64, 16384}, "op").seg, 15872u);  // 16 KiB less the reduction's
+  try {
+    (void)vk::select_quant(vk::quant_kind::matvec, 4096, {64, 600}, "kiln::matmul: x is ...");
+    ADD_FAILURE() << "no exception";
+  } catch (const kiln::shader_error& e) {
+    EXPECT_NE(std::string(e.what()).find("maxComputeSharedMemorySize is 600"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(quant, kernel_variants_are_named) {
+  auto& c = ctx();
+  const auto w = kiln::zeros<float>(c, {4, 64});
+  const auto q = kiln::quantize<qs::int8>(w);
+  EXPECT_EQ(kiln::kernel_variant(kiln::dequantize(q)), "vulkan.quant.dequantize");
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {2, 64}), q)), "vulkan.quant.matvec");
+  const auto d = kiln::dequantize(q);
+  (void)d;
+}
