@@ -600,7 +600,13 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
       }
       for (int r = 0; r < R; ++r) xp[r] = x.data() + r * K;
       float out[R][C];
-      cq::qdot<S, R, C>(isa, wp, xp, chunks, gsub, sp, out);
+      std::vector<std::int32_t> xo(static_cast<std::size_t>(R * cq::segments(K, gsub)));
+      const std::int32_t* op[R];
+      for (int r = 0; r < R; ++r) {
+        op[r] = xo.data() + r * cq::segments(K, gsub);
+        cq::segment_offsets<S>(xp[r], K, gsub, xo.data() + r * cq::segments(K, gsub));
+      }
+      cq::qdot<S, R, C>(isa, wp, xp, chunks, gsub, sp, out, op);
       for (int r = 0; r < R; ++r) {
         for (int cc = 0; cc < C; ++cc) {
           double want = 0;

@@ -12,9 +12,10 @@
 //          through the sign trick (|code| times x with code's sign), since unsigned codes
 //          up to 255 times 127 would saturate the int16 pairs;
 //   portable  plain loops, for every other CPU.
-// The stored codes are unsigned (code + offset); the offset's share, offset * sum(x),
-// is accumulated from the activations once per activation row (not per weight row) and
-// subtracted at each group's end, so every path yields the exact sum of code * x.
+// The stored codes are unsigned (code + offset); the offset's share, offset * sum(x) per
+// segment of a row, is computed once per activation row (segment_offsets, not per
+// weight row) and starts each segment's sums, so every path yields the exact sum of
+// code * x.
 // Ternary and int4 codes are never unpacked to memory.
 #pragma once
 
@@ -70,13 +71,33 @@ inline int code_at(const std::uint8_t* row, index_t k) noexcept {
   else return (b >> (Scheme::bits * int(r / 32))) & ((1 << Scheme::bits) - 1);
 }
 
+/// offset * sum(x) over each segment of a row of Kp int8 activations (segments of `gsub`
+/// planes of 32, or flush_planes when gsub is 0) into dst (one per segment).
+template <class Scheme>
+inline void segment_offsets(const std::int8_t* x, index_t Kp, index_t gsub, std::int32_t* dst) noexcept {
+  const index_t seg = (gsub > 0 ? gsub : flush_planes) * 32;
+  for (index_t s0 = 0, i = 0; s0 < Kp; s0 += seg, ++i) {
+    std::int32_t sum = 0;
+    for (index_t k = s0; k < s0 + seg && k < Kp; ++k) sum += x[k];
+    dst[i] = sum * Scheme::offset;
+  }
+}
+
+/// Segments of a row of Kp activations (see segment_offsets).
+inline index_t segments(index_t Kp, index_t gsub) noexcept {
+  const index_t seg = (gsub > 0 ? gsub : flush_planes) * 32;
+  return (Kp + seg - 1) / seg;
+}
+
 /// out[r][c] = sum over groups g of scale(c, g) * sum_{k in g} (code[c][k] - offset) * x[r][k],
 /// for R activation rows x[r] (int8, zero beyond K up to chunks * chunk) and C code rows
 /// w[c] (chunks * 32 bytes each). gsub: 32-weight planes per group (0: one group for the
-/// whole row, scale 1); sc[c]: row c's scales, one per group (unused when gsub is 0).
+/// whole row, scale 1); sc[c]: row c's scales, one per group (unused when gsub is 0);
+/// xoff[r]: offset * sum(x[r]) over each segment (a group, or flush_planes planes when
+/// gsub is 0), from segment_offsets() (the portable path does not need it).
 template <class Scheme, int R, int C>
 void qdot(isa_portable, const std::uint8_t* const* w, const std::int8_t* const* x, index_t chunks, index_t gsub,
-          const float* const* sc, float (&out)[R][C]) {
+          const float* const* sc, float (&out)[R][C], const std::int32_t* const* = nullptr) {
   const index_t K = chunks * Scheme::chunk;
   const index_t group = gsub > 0 ? gsub * 32 : flush_planes * 32;
   for (int r = 0; r < R; ++r) {
@@ -149,42 +170,37 @@ inline __m256i dot_signed(__m256i acc, __m256i u, __m256i x) noexcept {
 template <class Scheme, int R, int C, class Isa>
   requires(!std::is_same_v<Isa, isa_portable>)
 void qdot(Isa, const std::uint8_t* const* w, const std::int8_t* const* x, index_t chunks, index_t gsub,
-          const float* const* sc, float (&out)[R][C]) {
+          const float* const* sc, float (&out)[R][C], const std::int32_t* const* xoff) {
   using namespace simd256;
   constexpr int P = planes<Scheme>;
   constexpr bool direct = signed_codes<Scheme, Isa>;
   const bool grouped = gsub > 0;
   const index_t limit = grouped ? gsub : flush_planes;
-  const __m256i offv = _mm256_set1_epi8(char(Scheme::offset));
-  __m256i acc[R][C], xc[R];
+  __m256i acc[R][C], init[R];
   __m256 fa[R][C];
-  for (int r = 0; r < R; ++r) {
-    xc[r] = _mm256_setzero_si256();
-    for (int c = 0; c < C; ++c) {
-      acc[r][c] = _mm256_setzero_si256();
-      fa[r][c] = _mm256_setzero_ps();
-    }
-  }
   index_t cnt = 0, g = 0;
+  // a segment's sums start at -offset * sum(x) over it (in one lane: the lanes are summed
+  // in the end, and a segment's lanes share its scale)
+  const auto start = [&] {
+    for (int r = 0; r < R; ++r) {
+      init[r] = direct ? _mm256_setzero_si256() : _mm256_setr_epi32(-xoff[r][g], 0, 0, 0, 0, 0, 0, 0);
+      for (int c = 0; c < C; ++c) acc[r][c] = init[r];
+    }
+  };
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) fa[r][c] = _mm256_setzero_ps();
+  start();
   const auto flush = [&] {
     for (int c = 0; c < C; ++c) {
       const __m256 s = _mm256_set1_ps(grouped ? sc[c][g] : 1.0f);
-      for (int r = 0; r < R; ++r) {
-        const __m256i v = direct ? acc[r][c] : _mm256_sub_epi32(acc[r][c], xc[r]);
-        fa[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), s, fa[r][c]);
-        acc[r][c] = _mm256_setzero_si256();
-      }
+      for (int r = 0; r < R; ++r) fa[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), s, fa[r][c]);
     }
-    for (int r = 0; r < R; ++r) xc[r] = _mm256_setzero_si256();
     cnt = 0;
     ++g;
   };
   const auto plane = [&]<int Pi>(std::integral_constant<int, Pi>, const __m256i* wv, index_t ch) {
     __m256i xv[R];
-    for (int r = 0; r < R; ++r) {
-      xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r] + ch * Scheme::chunk + 32 * Pi));
-      if constexpr (!direct) xc[r] = dot<Isa>(xc[r], offv, xv[r]);
-    }
+    for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r] + ch * Scheme::chunk + 32 * Pi));
     for (int c = 0; c < C; ++c) {
       const __m256i u = unpack<Scheme, Pi>(wv[c]);
       for (int r = 0; r < R; ++r) {
@@ -192,7 +208,10 @@ void qdot(Isa, const std::uint8_t* const* w, const std::int8_t* const* x, index_
         else acc[r][c] = dot<Isa>(acc[r][c], u, xv[r]);
       }
     }
-    if (++cnt == limit) flush();
+    if (++cnt == limit) {
+      flush();
+      start();
+    }
   };
   for (index_t ch = 0; ch < chunks; ++ch) {
     __m256i wv[C];

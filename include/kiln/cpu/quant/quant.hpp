@@ -105,19 +105,25 @@ inline constexpr index_t task_rows = 64;
 /// out[r][c] for a tile of R activation rows from m0 and up to 4 weight rows from n0 (a
 /// tile past the end repeats its last row; those results are dropped by the caller).
 template <class Scheme, class Isa, int R>
-void tile(Isa isa, const std::int8_t* xq, index_t Kp, index_t m0, index_t m_end, const std::uint8_t* codes,
-          index_t row_bytes, const float* scales, index_t scale_stride, index_t n0, index_t n_end, index_t chunks,
-          index_t gsub, float (&out)[R][4]) {
+void tile(Isa isa, const std::int8_t* xq, const std::int32_t* xoff, index_t Kp, index_t m0, index_t m_end,
+          const std::uint8_t* codes, index_t row_bytes, const float* scales, index_t scale_stride, index_t n0,
+          index_t n_end, index_t chunks, index_t gsub, float (&out)[R][4]) {
   const std::uint8_t* w[4];
   const float* sc[4];
   const std::int8_t* x[R];
+  const std::int32_t* xo[R];
+  const index_t nseg = segments(Kp, gsub);
   for (int c = 0; c < 4; ++c) {
     const index_t n = std::min(n0 + c, n_end - 1);
     w[c] = codes + n * row_bytes;
     sc[c] = scales + n * scale_stride;
   }
-  for (int r = 0; r < R; ++r) x[r] = xq + std::min(m0 + r, m_end - 1) * Kp;
-  qdot<Scheme, R, 4>(isa, w, x, chunks, gsub, sc, out);
+  for (int r = 0; r < R; ++r) {
+    const index_t m = std::min(m0 + r, m_end - 1);
+    x[r] = xq + m * Kp;
+    xo[r] = xoff + m * nseg;
+  }
+  qdot<Scheme, R, 4>(isa, w, x, chunks, gsub, sc, out, xo);
 }
 
 }  // namespace cpu_quant
@@ -229,6 +235,8 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
     // 1. the activations, quantized per row
     std::unique_ptr<std::int8_t[]> xq(new std::int8_t[static_cast<std::size_t>(M * Kp)]);
     std::unique_ptr<float[]> sx(new float[static_cast<std::size_t>(M)]);
+    const index_t nseg = segments(Kp, gsub);
+    std::unique_ptr<std::int32_t[]> xoff(new std::int32_t[static_cast<std::size_t>(M * nseg)]);
     {
       const index_t per_task = std::max<index_t>(1, block_elements / K);
       const index_t tasks = (M + per_task - 1) / per_task;
@@ -242,6 +250,7 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
             x = buf.get();
           }
           sx[m] = quantize_activations(x, K, Kp, xq.get() + m * Kp);
+          segment_offsets<Scheme>(xq.get() + m * Kp, Kp, gsub, xoff.get() + m * nseg);
         }
       });
     }
@@ -263,13 +272,13 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
         const index_t nc = std::min<index_t>(4, n1 - n);
         if (M == 1) {
           float o[1][4];
-          tile<Scheme, Isa, 1>(isa, xq.get(), Kp, 0, 1, wbytes, row_bytes, scales.data(), sstride, n, n1, l.chunks, gsub, o);
+          tile<Scheme, Isa, 1>(isa, xq.get(), xoff.get(), Kp, 0, 1, wbytes, row_bytes, scales.data(), sstride, n, n1, l.chunks, gsub, o);
           for (index_t c = 0; c < nc; ++c) put(0, n + c, o[0][c]);
           continue;
         }
         for (index_t m = m0; m < m1; m += 4) {
           float o[4][4];
-          tile<Scheme, Isa, 4>(isa, xq.get(), Kp, m, m1, wbytes, row_bytes, scales.data(), sstride, n, n1, l.chunks, gsub, o);
+          tile<Scheme, Isa, 4>(isa, xq.get(), xoff.get(), Kp, m, m1, wbytes, row_bytes, scales.data(), sstride, n, n1, l.chunks, gsub, o);
           for (index_t r = 0; r < std::min<index_t>(4, m1 - m); ++r)
             for (index_t c = 0; c < nc; ++c) put(m + r, n + c, o[r][c]);
         }
