@@ -1,5 +1,5 @@
 // benchmarks/llama_bench.cpp — the Llama decoder on the CPU at 1 and 2 threads, f32 and
-// f16 weights, beside kiln's copy bandwidth (see llama_bench.hpp for what is measured).
+// f16 weights and int8 / int4 projections, beside kiln's copy bandwidth (see llama_bench.hpp for what is measured).
 #include "llama_bench.hpp"
 
 namespace {
@@ -13,15 +13,15 @@ const kiln::context<B>& ctx(int threads) {
   return *c;
 }
 
-template <class W>
+template <class W, kiln::llama::weight_quant Q = kiln::llama::weight_quant::none>
 void register_weights(const char* w) {
   for (int t : kiln_bench::thread_counts()) {
     const std::string tail = std::string(w) + "/" + std::to_string(t) + "T";
     kiln_bench::configure(benchmark::RegisterBenchmark(("BM_llama_decode/" + tail).c_str(), [t](benchmark::State& s) {
-      llama_bench::decode<W>(s, ctx(t));
+      llama_bench::decode<W, B, Q>(s, ctx(t));
     }))->Unit(benchmark::kMillisecond);
     kiln_bench::configure(benchmark::RegisterBenchmark(("BM_llama_prefill/" + tail).c_str(), [t](benchmark::State& s) {
-      llama_bench::prefill<W>(s, ctx(t));
+      llama_bench::prefill<W, B, Q>(s, ctx(t));
     }))->Unit(benchmark::kMillisecond);
   }
 }
@@ -34,6 +34,8 @@ void register_all() {
   }
   register_weights<kiln::half>("f16");
   register_weights<float>("f32");
+  register_weights<float, kiln::llama::weight_quant::int8>("int8");
+  register_weights<float, kiln::llama::weight_quant::int4>("int4");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // benchmarks/llama_bench.hpp — the Llama decoder (kiln/models/llama.hpp) with random
 // weights made in-process, shared by llama_bench.cpp (CPU) and vulkan_llama_bench.cpp:
+// <weights>: f32, f16, or int8 / int4 (f32 model, projections and LM head quantized).
 //   BM_llama_prefill/<weights>/<backend>   128 prompt tokens in one forward step (the
 //                                          cache rewound each iteration): tokens/s
 //   BM_llama_decode/<weights>/<backend>    one token per iteration after a 128-token
@@ -53,8 +54,9 @@ inline kiln::llama::config shape() {
 constexpr index_t prompt_len = 128;
 constexpr index_t max_len = 512;
 
-/// A model of shape() with uniform random weights in +-1/sqrt(fan-in) (norm weights 1).
-template <class W, class B>
+/// A model of shape() with uniform random weights in +-1/sqrt(fan-in) (norm weights 1);
+/// Q: the projections and LM head quantized as load_options::quant would.
+template <class W, class B, kiln::llama::weight_quant Q = kiln::llama::weight_quant::none>
 kiln::llama::model<W, B> make(const kiln::context<B>& ctx) {
   const auto c = shape();
   const index_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
@@ -63,18 +65,20 @@ kiln::llama::model<W, B> make(const kiln::context<B>& ctx) {
   kiln::llama::load_options o;
   o.max_len = max_len;
   std::uint64_t seed = 1;
-  const auto rnd = [&](index_t rows, index_t cols) {
+  const auto rnd = [&](index_t rows, index_t cols, bool projection = true) {
     const double a = 1.0 / std::sqrt(double(cols));
-    return M::weight::build(rows, cols, o.max_block_bytes, [&](index_t r0, index_t r1) {
+    auto m = M::weight::build(rows, cols, o.max_block_bytes, [&](index_t r0, index_t r1) {
       return kiln::random<W>(ctx, {r1 - r0, cols}, -a, a, seed++);
     });
+    if (projection) m.quantize(Q, "a projection");
+    return m;
   };
   std::vector<typename M::layer> layers;
   for (index_t l = 0; l < c.num_hidden_layers; ++l) {
     layers.push_back({kiln::full(ctx, {H}, W(1.0f)), rnd(nq + 2 * nk, H), rnd(H, nq), kiln::full(ctx, {H}, W(1.0f)),
                       rnd(2 * I, H), rnd(H, I)});
   }
-  return M(ctx, c, rnd(c.vocab_size, H), std::move(layers), kiln::full(ctx, {H}, W(1.0f)), rnd(c.vocab_size, H), o);
+  return M(ctx, c, rnd(c.vocab_size, H, false), std::move(layers), kiln::full(ctx, {H}, W(1.0f)), rnd(c.vocab_size, H), o);
 }
 
 /// Frees the model cached() holds (whatever its dtype and backend).
@@ -84,13 +88,13 @@ inline std::function<void()>& drop_cached() {
 }
 
 /// One model alive at a time (an f32 one holds 3.4 GB): the last one asked for.
-template <class W, class B>
+template <class W, class B, kiln::llama::weight_quant Q = kiln::llama::weight_quant::none>
 kiln::llama::model<W, B>& cached(const kiln::context<B>& ctx) {
   static std::unique_ptr<kiln::llama::model<W, B>> m;
   static const kiln::context<B>* made_for = nullptr;
   if (!m || made_for != &ctx) {
     if (drop_cached()) drop_cached()();
-    m = std::make_unique<kiln::llama::model<W, B>>(make<W>(ctx));
+    m = std::make_unique<kiln::llama::model<W, B>>(make<W, B, Q>(ctx));
     made_for = &ctx;
     drop_cached() = [] { m.reset(); };
   }
@@ -103,9 +107,9 @@ inline std::vector<std::int32_t> prompt() {
   return ids;
 }
 
-template <class W, class B>
+template <class W, class B, kiln::llama::weight_quant Q = kiln::llama::weight_quant::none>
 void prefill(benchmark::State& state, const kiln::context<B>& ctx) {
-  auto& m = cached<W>(ctx);
+  auto& m = cached<W, B, Q>(ctx);
   const auto ids = prompt();
   for (auto _ : state) {
     m.reset();
@@ -115,9 +119,9 @@ void prefill(benchmark::State& state, const kiln::context<B>& ctx) {
   state.counters["tok/s"] = benchmark::Counter(double(prompt_len), benchmark::Counter::kIsIterationInvariantRate);
 }
 
-template <class W, class B>
+template <class W, class B, kiln::llama::weight_quant Q = kiln::llama::weight_quant::none>
 void decode(benchmark::State& state, const kiln::context<B>& ctx) {
-  auto& m = cached<W>(ctx);
+  auto& m = cached<W, B, Q>(ctx);
   m.reset();
   m.forward(prompt()).to_host();  // the prefill done before the clock starts
   std::int32_t next = 1;
