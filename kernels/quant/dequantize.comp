@@ -1,9 +1,10 @@
-// kernels/quant/dequantize.comp — kiln::dequantize: one invocation per output element
-// t = n * K + k: weight k's field in row n's codes (chunk c = k / CHUNK, field
-// s = (k % CHUNK) / 32 of byte j = k % 32, in word c * 8 + j / 4; ops/quant/scheme.hpp),
-// value (code - OFFSET) * scale, then the epilogue. Generated before it
-// (codegen/quant.hpp): the parameter block `p`, the hooks kiln_prologue (the codes, int
-// word at n * words + w), kiln_epilogue and kiln_scale (element e of the scales).
+// kernels/quant/dequantize.comp — kiln::dequantize: one invocation per code word
+// t = n * words + w (ops/quant/scheme.hpp's format): bytes j0 .. j0 + 3 of chunk
+// c = w / 8 (j0 = 4 (w % 8)), field s of byte j weight c * CHUNK + 32 s + j; each weight
+// (k < K) is (code - OFFSET) * scale of its group (one a field: its four weights lie in
+// one group), through the epilogue at n * K + k. Generated before it (codegen/quant.hpp):
+// the parameter block `p`, the hooks kiln_prologue (the codes, int word at t),
+// kiln_epilogue and kiln_scale (element e of the scales).
 layout(local_size_x_id = 2) in;
 layout(constant_id = 2) const uint WG = 64;
 layout(constant_id = 3) const uint SEG = 128;  // unused here
@@ -13,11 +14,18 @@ layout(constant_id = 3) const uint SEG = 128;  // unused here
 
 void main() {
   uint t = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationIndex;
-  if (t >= p.rows * p.K) return;
-  uint n = t / p.K, k = t - n * p.K;
-  uint c = k / KILN_CHUNK, r = k - c * KILN_CHUNK, s = r >> 5u, j = r & 31u;
-  uint word = uint(kiln_prologue(n * p.words + c * 8u + (j >> 2u)));
-  uint code = bitfieldExtract(word, int(8u * (j & 3u) + uint(KILN_BITS) * s), KILN_BITS);
-  float v = float(int(code) - KILN_OFFSET) * kiln_scale(n * p.srs + k / p.group);
-  kiln_epilogue(KILN_RESULT(v), t);
+  if (t >= p.rows * p.words) return;
+  uint n = t / p.words, w = t - n * p.words;
+  uint k0 = (w >> 3) * KILN_CHUNK + (w & 7u) * 4u;
+  if (k0 >= p.K) return;  // a word of padding
+  uint word = uint(kiln_prologue(t));
+  for (uint s = 0u; s < KILN_FIELDS; ++s) {
+    uint ks = k0 + 32u * s;
+    if (ks >= p.K) break;
+    float scale = kiln_scale(n * p.srs + ks / p.group);
+    for (uint b = 0u; b < 4u && ks + b < p.K; ++b) {
+      uint code = bitfieldExtract(word, int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
+      kiln_epilogue(KILN_RESULT(float(int(code) - KILN_OFFSET) * scale), n * p.K + ks + b);
+    }
+  }
 }

@@ -125,7 +125,8 @@ void main() {
   bool live = n < p.N;
   uint cbase = (live ? n : 0u) * p.words, sbase = (live ? n : 0u) * p.srs;
   float acc = 0.0;
-  int gsum = 0;  // the current scale group's integer sum
+  int gsum = 0;                               // the current scale group's integer sum
+  uint gidx = 0u, gend = min(p.group, p.K);  // its index and end (exclusive)
   for (uint k0 = 0u; k0 < p.K; k0 += SEG) {
     uint kn = min(SEG, p.K - k0);                                  // weights of the segment
     uint fill = min(SEG, (kn + KILN_CHUNK - 1u) / KILN_CHUNK * KILN_CHUNK) / 4u;  // whole chunks' x words
@@ -151,12 +152,12 @@ void main() {
         uint xb = (c * KILN_CHUNK - k0) >> 2u;  // the chunk's first x word in the segment
         int part[KILN_FIELDS];
         for (uint s = 0u; s < KILN_FIELDS; ++s) part[s] = 0;
-        for (uint qw = 0u; qw < 8u; ++qw) {
+        [[unroll]] for (uint qw = 0u; qw < 8u; ++qw) {
           uint cw = qw < 4u ? w0[qw] : w1[qw - 4u];
-          for (uint s = 0u; s < KILN_FIELDS; ++s) {
+          [[unroll]] for (uint s = 0u; s < KILN_FIELDS; ++s) {
             int xw = int(kiln_xq[xb + 8u * s + qw]);
             int sum = 0;
-            for (uint b = 0u; b < 4u; ++b) {
+            [[unroll]] for (uint b = 0u; b < 4u; ++b) {
               int xv = bitfieldExtract(xw, int(8u * b), 8);
 #if KILN_BITS == 2
               int cv = int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
@@ -172,9 +173,11 @@ void main() {
           uint ks = c * KILN_CHUNK + 32u * s;  // the field block's first weight
           if (ks < p.K) {
             gsum += part[s];
-            if (ks + 32u >= p.K || (ks + 32u) % p.group == 0u) {  // its scale group ends here
-              acc += kiln_scale(sbase + ks / p.group) * float(gsum);
+            if (ks + 32u >= gend) {  // its scale group ends here
+              acc += kiln_scale(sbase + gidx) * float(gsum);
               gsum = 0;
+              ++gidx;
+              gend = min(gend + p.group, p.K);
             }
           }
         }

@@ -1047,12 +1047,13 @@ void main() {
 )kiln_glsl";
 
 /// quant/dequantize.comp
-inline constexpr std::string_view quant_dequantize = R"kiln_glsl(// kernels/quant/dequantize.comp — kiln::dequantize: one invocation per output element
-// t = n * K + k: weight k's field in row n's codes (chunk c = k / CHUNK, field
-// s = (k % CHUNK) / 32 of byte j = k % 32, in word c * 8 + j / 4; ops/quant/scheme.hpp),
-// value (code - OFFSET) * scale, then the epilogue. Generated before it
-// (codegen/quant.hpp): the parameter block `p`, the hooks kiln_prologue (the codes, int
-// word at n * words + w), kiln_epilogue and kiln_scale (element e of the scales).
+inline constexpr std::string_view quant_dequantize = R"kiln_glsl(// kernels/quant/dequantize.comp — kiln::dequantize: one invocation per code word
+// t = n * words + w (ops/quant/scheme.hpp's format): bytes j0 .. j0 + 3 of chunk
+// c = w / 8 (j0 = 4 (w % 8)), field s of byte j weight c * CHUNK + 32 s + j; each weight
+// (k < K) is (code - OFFSET) * scale of its group (one a field: its four weights lie in
+// one group), through the epilogue at n * K + k. Generated before it (codegen/quant.hpp):
+// the parameter block `p`, the hooks kiln_prologue (the codes, int word at t),
+// kiln_epilogue and kiln_scale (element e of the scales).
 layout(local_size_x_id = 2) in;
 layout(constant_id = 2) const uint WG = 64;
 layout(constant_id = 3) const uint SEG = 128;  // unused here
@@ -1062,13 +1063,20 @@ layout(constant_id = 3) const uint SEG = 128;  // unused here
 
 void main() {
   uint t = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationIndex;
-  if (t >= p.rows * p.K) return;
-  uint n = t / p.K, k = t - n * p.K;
-  uint c = k / KILN_CHUNK, r = k - c * KILN_CHUNK, s = r >> 5u, j = r & 31u;
-  uint word = uint(kiln_prologue(n * p.words + c * 8u + (j >> 2u)));
-  uint code = bitfieldExtract(word, int(8u * (j & 3u) + uint(KILN_BITS) * s), KILN_BITS);
-  float v = float(int(code) - KILN_OFFSET) * kiln_scale(n * p.srs + k / p.group);
-  kiln_epilogue(KILN_RESULT(v), t);
+  if (t >= p.rows * p.words) return;
+  uint n = t / p.words, w = t - n * p.words;
+  uint k0 = (w >> 3) * KILN_CHUNK + (w & 7u) * 4u;
+  if (k0 >= p.K) return;  // a word of padding
+  uint word = uint(kiln_prologue(t));
+  for (uint s = 0u; s < KILN_FIELDS; ++s) {
+    uint ks = k0 + 32u * s;
+    if (ks >= p.K) break;
+    float scale = kiln_scale(n * p.srs + ks / p.group);
+    for (uint b = 0u; b < 4u && ks + b < p.K; ++b) {
+      uint code = bitfieldExtract(word, int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
+      kiln_epilogue(KILN_RESULT(float(int(code) - KILN_OFFSET) * scale), n * p.K + ks + b);
+    }
+  }
 }
 )kiln_glsl";
 
@@ -1200,7 +1208,8 @@ void main() {
   bool live = n < p.N;
   uint cbase = (live ? n : 0u) * p.words, sbase = (live ? n : 0u) * p.srs;
   float acc = 0.0;
-  int gsum = 0;  // the current scale group's integer sum
+  int gsum = 0;                               // the current scale group's integer sum
+  uint gidx = 0u, gend = min(p.group, p.K);  // its index and end (exclusive)
   for (uint k0 = 0u; k0 < p.K; k0 += SEG) {
     uint kn = min(SEG, p.K - k0);                                  // weights of the segment
     uint fill = min(SEG, (kn + KILN_CHUNK - 1u) / KILN_CHUNK * KILN_CHUNK) / 4u;  // whole chunks' x words
@@ -1226,12 +1235,12 @@ void main() {
         uint xb = (c * KILN_CHUNK - k0) >> 2u;  // the chunk's first x word in the segment
         int part[KILN_FIELDS];
         for (uint s = 0u; s < KILN_FIELDS; ++s) part[s] = 0;
-        for (uint qw = 0u; qw < 8u; ++qw) {
+        [[unroll]] for (uint qw = 0u; qw < 8u; ++qw) {
           uint cw = qw < 4u ? w0[qw] : w1[qw - 4u];
-          for (uint s = 0u; s < KILN_FIELDS; ++s) {
+          [[unroll]] for (uint s = 0u; s < KILN_FIELDS; ++s) {
             int xw = int(kiln_xq[xb + 8u * s + qw]);
             int sum = 0;
-            for (uint b = 0u; b < 4u; ++b) {
+            [[unroll]] for (uint b = 0u; b < 4u; ++b) {
               int xv = bitfieldExtract(xw, int(8u * b), 8);
 #if KILN_BITS == 2
               int cv = int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
@@ -1247,9 +1256,11 @@ void main() {
           uint ks = c * KILN_CHUNK + 32u * s;  // the field block's first weight
           if (ks < p.K) {
             gsum += part[s];
-            if (ks + 32u >= p.K || (ks + 32u) % p.group == 0u) {  // its scale group ends here
-              acc += kiln_scale(sbase + ks / p.group) * float(gsum);
+            if (ks + 32u >= gend) {  // its scale group ends here
+              acc += kiln_scale(sbase + gidx) * float(gsum);
               gsum = 0;
+              ++gidx;
+              gend = min(gend + p.group, p.K);
             }
           }
         }
@@ -1267,7 +1278,7 @@ inline constexpr std::string_view quant_pack = R"kiln_glsl(// kernels/quant/pack
 // c * CHUNK + 32 s + j at bits KILN_BITS * s. A weight's code is
 // clamp(roundEven(w * inv), -QMAX, QMAX) + OFFSET, inv its group's reciprocal scale (the
 // host computed it once, so both backends round alike); a padded position (k >= K) holds
-// OFFSET. Generated before it (codegen/quant.hpp): the parameter block `p`, the hooks
+// OFFSET. One scale a field: its four weights lie in one group. Generated before it (codegen/quant.hpp): the parameter block `p`, the hooks
 // kiln_prologue (the weights' expression at n * K + k), kiln_epilogue (the word, at t)
 // and kiln_scale (element e of the reciprocal scales).
 layout(local_size_x_id = 2) in;
@@ -1277,22 +1288,20 @@ layout(constant_id = 3) const uint SEG = 128;  // unused here
 #define KILN_FIELDS (8u / uint(KILN_BITS))
 #define KILN_CHUNK (32u * KILN_FIELDS)
 
-uint kiln_code(uint n, uint k) {
-  if (k >= p.K) return uint(KILN_OFFSET);
-  float inv = kiln_scale(n * p.srs + k / p.group);
-  float q = clamp(roundEven(kiln_prologue(n * p.K + k) * inv), -float(KILN_QMAX), float(KILN_QMAX));
-  return uint(int(q) + KILN_OFFSET);
-}
-
 void main() {
   uint t = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationIndex;
   if (t >= p.rows * p.words) return;
   uint n = t / p.words, w = t - n * p.words;
   uint k0 = (w >> 3) * KILN_CHUNK + (w & 7u) * 4u;
   uint word = 0u;
-  for (uint b = 0u; b < 4u; ++b) {
-    for (uint s = 0u; s < KILN_FIELDS; ++s) {
-      word |= kiln_code(n, k0 + b + 32u * s) << (8u * b + uint(KILN_BITS) * s);
+  for (uint s = 0u; s < KILN_FIELDS; ++s) {
+    uint ks = k0 + 32u * s;  // weights ks .. ks + 3: one scale group (groups are 32-weight blocks, or K)
+    float inv = ks < p.K ? kiln_scale(n * p.srs + ks / p.group) : 0.0;
+    for (uint b = 0u; b < 4u; ++b) {
+      uint k = ks + b;
+      int code = 0;  // padding: worth 0
+      if (k < p.K) code = int(clamp(roundEven(kiln_prologue(n * p.K + k) * inv), -float(KILN_QMAX), float(KILN_QMAX)));
+      word |= uint(code + KILN_OFFSET) << (8u * b + uint(KILN_BITS) * s);
     }
   }
   kiln_epilogue(KILN_RESULT(int(word)), t);

@@ -6,8 +6,8 @@
 //   pack        one invocation per code word (4 bytes): the weights it covers through the
 //               prologue, times the reciprocal scale, rounded half to even and clamped;
 //               padded positions (k >= K) get the offset (ops/quant/scheme.hpp's format)
-//   dequantize  one invocation per output element: (code - offset) * scale, then the
-//               epilogue
+//   dequantize  one invocation per code word: each weight it holds (k < K) as
+//               (code - offset) * scale, through the epilogue
 //   matvec      one workgroup per (row of x, block of WG output columns): max|x| of the
 //               row, the row quantized to int8 into shared memory (in segments of SEG
 //               weights when K does not fit the device's shared memory), then each
@@ -152,6 +152,7 @@ inline structural_family_text quant_family_text(const quant_plan& q, std::string
               (q.codes4 ? ", uvec4 code reads" : "") + (sp.params_buffer ? "; parameter buffer" : "") +
               "; sizes are specialisation constants\n";
   auto def = [&](std::string_view name, const std::string& v) { f.defines += "#define " + std::string(name) + " " + v + "\n"; };
+  if (q.kind == quant_kind::matvec) f.extensions += "#extension GL_EXT_control_flow_attributes : require\n";  // [[unroll]]
   def("KILN_BITS", std::to_string(q.bits));
   def("KILN_OFFSET", std::to_string(q.offset));
   def("KILN_QMAX", std::to_string(q.qmax));
@@ -248,7 +249,7 @@ quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const quant_
   }
   index_t rows = l.N;
   index_t tiles = 1;
-  std::uint64_t threads = outputs;
+  std::uint64_t threads = std::uint64_t(l.N) * std::uint64_t(l.words);  // pack, dequantize: a code word each
   if constexpr (V::kind == quant_kind::matvec) {
     rows = l.K ? s.input_shape.numel() / l.K : s.shape().numel() / std::max<index_t>(l.N, 1);
     tiles = (l.N + c.wg - 1) / c.wg;
