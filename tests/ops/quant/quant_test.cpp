@@ -576,9 +576,9 @@ TYPED_TEST(quant_test, product_errors_name_the_operands) {
 TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
   namespace cq = kiln::detail::cpu_quant;
   auto g = rng();
-  const auto check = [&](auto scheme, auto isa, const char* name) {
+  const auto check = [&](auto scheme, auto isa, const char* name, auto rows) {
     using S = decltype(scheme);
-    constexpr int R = 4, C = 4;
+    constexpr int R = decltype(rows)::value, C = 4;
     const std::int64_t chunks = 5, K = chunks * S::chunk;
     for (std::int64_t gsub : {std::int64_t(0), std::int64_t(1), std::int64_t(2), std::int64_t(4)}) {
       if (gsub && K % (gsub * 32)) continue;
@@ -616,15 +616,20 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
             for (std::int64_t k = gi * gk; k < (gi + 1) * gk; ++k) s += (long long)(cq::code_at<S>(wp[cc], k) - S::offset) * xp[r][k];
             want += double(s) * (gsub ? double(sp[cc][gi]) : 1.0);
           }
-          ASSERT_EQ(double(out[r][cc]), want) << name << " " << S::name << " gsub " << gsub << " [" << r << ", " << cc << "]";
+          ASSERT_EQ(double(out[r][cc]), want) << name << " " << S::name << " R " << R << " gsub " << gsub << " [" << r << ", " << cc << "]";
         }
       }
     }
   };
   const auto all = [&](auto isa, const char* name) {
-    check(q::int8{}, isa, name);
-    check(q::int4{}, isa, name);
-    check(q::ternary{}, isa, name);
+    const std::integral_constant<int, 4> tile_rows;
+    const std::integral_constant<int, 1> one_row;  // the decode step's tile (ternary: masked planes with VNNI)
+    check(q::int8{}, isa, name, tile_rows);
+    check(q::int4{}, isa, name, tile_rows);
+    check(q::ternary{}, isa, name, tile_rows);
+    check(q::int8{}, isa, name, one_row);
+    check(q::int4{}, isa, name, one_row);
+    check(q::ternary{}, isa, name, one_row);
   };
   all(cq::isa_portable{}, "portable");
 #if defined(__AVX2__)
