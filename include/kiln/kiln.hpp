@@ -11,6 +11,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/factories.hpp"
 #include "kiln/core/half.hpp"
+#include "kiln/core/profile.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor.hpp"
 #include "kiln/core/views.hpp"

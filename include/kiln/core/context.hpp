@@ -8,8 +8,10 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kiln/core/backend.hpp"
+#include "kiln/core/profiler.hpp"
 
 namespace kiln {
 
@@ -39,6 +41,23 @@ class context {
 
   /// Number of kernels (fused loops on the CPU, dispatches on a GPU) run so far.
   std::uint64_t kernels_launched() const noexcept { return state_->kernels_launched.load(); }
+
+  /// The kernels run while profiling was on, in order (empty when it never was). Profiling
+  /// is off by default; KILN_PROFILE=1, a context option (kiln::profiling{} on the CPU,
+  /// kiln::vulkan::options::profile) or set_profiling(true) turns it on. On Vulkan this
+  /// waits for the GPU work recorded so far, whose GPU times it reports.
+  std::vector<profile_record> profile() const {
+    if constexpr (requires(state_type& s) { traits::collect_profile(s); }) traits::collect_profile(*state_);
+    if (const auto* p = state_->profile.get()) return p->records();
+    return {};
+  }
+  /// Turns profiling on or off for this context (and every tensor's statements on it).
+  void set_profiling(bool on) { state_->profile.enable(on, device_name()); }
+  bool profiling() const noexcept { return state_->profile.on.load(std::memory_order_relaxed); }
+  /// Forgets the records so far (profiling stays as it is).
+  void clear_profile() const {
+    if (auto* p = state_->profile.get()) p->clear();
+  }
 
   const std::shared_ptr<state_type>& state() const noexcept { return state_; }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 
 #if defined(__linux__)
@@ -24,6 +25,7 @@
 
 #include "kiln/core/backend.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/core/profiler.hpp"
 #include "kiln/cpu/scheduler.hpp"
 #include "kiln/detail/env.hpp"
 
@@ -48,6 +50,21 @@ struct cpu_state {
   int num_threads = 1;
   bool huge_pages = true;  // large blocks on transparent huge pages (KILN_HUGE_PAGES)
   mutable std::atomic<std::uint64_t> kernels_launched{0};
+  // Tensor memory, for kiln::memory_report (an allocation is rare next to statements).
+  std::atomic<std::size_t> bytes_in_use{0}, bytes_peak{0}, allocations{0};
+  profile_slot profile;  // KILN_PROFILE / kiln::profiling (core/profiler.hpp)
+
+  void count_allocation(std::size_t bytes) noexcept {
+    const std::size_t now = bytes_in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    allocations.fetch_add(1, std::memory_order_relaxed);
+    std::size_t peak = bytes_peak.load(std::memory_order_relaxed);
+    while (now > peak && !bytes_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+    if (profile.on.load(std::memory_order_relaxed)) [[unlikely]] {
+      if (profiler* p = profile.get()) p->counter("host tensors", "bytes", double(now), nullptr, 0);
+    }
+  }
+  void count_free(std::size_t bytes) noexcept { bytes_in_use.fetch_sub(bytes, std::memory_order_relaxed); }
 };
 
 /// One host allocation: 64-byte-aligned; from huge_page_bytes up (when the context allows
@@ -71,11 +88,13 @@ class cpu_storage {
 #if defined(MADV_HUGEPAGE)
     if (huge) ::madvise(ptr_, padded / huge_page_bytes * huge_page_bytes, MADV_HUGEPAGE);
 #endif
+    if (ctx) ctx->count_allocation(bytes_);
   }
   cpu_storage(const cpu_storage&) = delete;
   cpu_storage& operator=(const cpu_storage&) = delete;
   ~cpu_storage() {
     if (ptr_) ::operator delete(ptr_, std::align_val_t{align_});
+    if (ptr_ && ctx) ctx->count_free(bytes_);
   }
 
   std::byte* data() const noexcept { return ptr_; }
@@ -111,18 +130,25 @@ struct cpu_structural_kernel;  // cpu/structural.hpp
 
 template <class Arch>
 struct backend_traits<cpu<Arch>> {
+ private:
+  static std::shared_ptr<detail::cpu_state> make(threads t, std::optional<bool> profile) {
+    if (t.count < 1) throw error("kiln::cpu: thread count " + std::to_string(t.count) + " must be >= 1");
+    auto s = std::make_shared<detail::cpu_state>();
+    s->num_threads = t.count;
+    s->huge_pages = !detail::env_off("KILN_HUGE_PAGES");
+    s->profile.configure(profile, "cpu");
+    return s;
+  }
+
+ public:
   using context_state = detail::cpu_state;
   using storage = detail::cpu_storage;
   static constexpr bool asynchronous = false;
 
   static std::shared_ptr<context_state> create() { return create(threads{detail::default_thread_count()}); }
-  static std::shared_ptr<context_state> create(threads t) {
-    if (t.count < 1) throw error("kiln::cpu: thread count " + std::to_string(t.count) + " must be >= 1");
-    auto s = std::make_shared<context_state>();
-    s->num_threads = t.count;
-    s->huge_pages = !detail::env_off("KILN_HUGE_PAGES");
-    return s;
-  }
+  static std::shared_ptr<context_state> create(threads t) { return make(t, std::nullopt); }
+  static std::shared_ptr<context_state> create(profiling p) { return make(threads{detail::default_thread_count()}, p.on); }
+  static std::shared_ptr<context_state> create(threads t, profiling p) { return make(t, p.on); }
 
   static std::shared_ptr<storage> allocate(const std::shared_ptr<context_state>& ctx, std::size_t bytes) {
     return std::make_shared<storage>(ctx, bytes);
@@ -140,6 +166,15 @@ struct backend_traits<cpu<Arch>> {
   template <class T, class N>
   static void evaluate(const tensor<T, cpu<Arch>>& out, const N& n) {
     detail::cpu_evaluate<Arch>(*out.storage()->ctx, out, n);
+  }
+
+  /// Tensor memory of a context (kiln::memory_report).
+  static std::string memory_report(const context_state& s) {
+    auto mib = [](std::size_t b) { return std::to_string(b >> 20) + "." + std::to_string(((b & ((1u << 20) - 1)) * 10) >> 20) + " MiB"; };
+    return "cpu memory: " + mib(s.bytes_in_use.load()) + " in use by tensors, peak " + mib(s.bytes_peak.load()) + ", " +
+           std::to_string(s.allocations.load()) + " allocations (one per tensor; no pool)\n" +
+           "cpu kernels: " + std::to_string(s.kernels_launched.load()) + " fused loops run on up to " +
+           std::to_string(s.num_threads) + " threads\n";
   }
 
   /// The kernel variant a structural node runs (kiln::kernel_variant), for ops whose

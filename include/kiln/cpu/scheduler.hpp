@@ -34,6 +34,7 @@
 #endif
 
 #include "kiln/core/error.hpp"
+#include "kiln/core/profiler.hpp"  // profile_kernel_threads
 #include "kiln/core/shape.hpp"
 
 namespace kiln::detail {
@@ -117,6 +118,7 @@ class cpu_scheduler {
     }
     using Fn = std::remove_reference_t<F>;
     const int helpers = static_cast<int>(std::min<index_t>(threads - 1, chunks - 1));
+    profile_kernel_threads = std::max(profile_kernel_threads, helpers + 1);  // the profiler's thread count
     auto j = std::make_shared<job>(helpers + 1);
     j->run = [](void* f, index_t b, index_t e) { (*static_cast<Fn*>(f))(b, e); };
     j->body = const_cast<void*>(static_cast<const void*>(std::addressof(body)));

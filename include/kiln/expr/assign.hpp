@@ -4,6 +4,8 @@
 // Aliasing: an input that views exactly the output's elements is read in place
 // (`x = x * 2.0f`). An input that overlaps the output any other way (`x = transpose(x)`)
 // would read elements already overwritten, so the expression goes to a temporary first.
+// Every kernel goes through run_kernel (expr/profile.hpp), where a profiling context
+// records it.
 #pragma once
 
 #include <algorithm>
@@ -125,7 +127,7 @@ void assign(tensor<T, B>& out, const E& e) {
   if (needs_temporary(out, n)) {
     auto tmp = empty<T>(out.context(), out.shape());
     evaluate_planned(tmp, n);
-    backend_traits<B>::evaluate(out, leaf_node<T, B>{std::move(tmp)});
+    run_kernel(out, leaf_node<T, B>{std::move(tmp)});
   } else {
     evaluate_planned(out, n);
   }
@@ -140,7 +142,7 @@ void fill(tensor<T, B>& out, S value) {
     }
   }
   if (out.numel() == 0) return;
-  backend_traits<B>::evaluate(out, scalar_node<T>{static_cast<compute_t<T>>(value)});
+  run_kernel(out, scalar_node<T>{static_cast<compute_t<T>>(value)});
 }
 
 }  // namespace kiln::detail

@@ -23,6 +23,7 @@
 #include "kiln/core/tensor.hpp"
 #include "kiln/expr/kind.hpp"
 #include "kiln/expr/node.hpp"
+#include "kiln/expr/profile.hpp"  // run_kernel: each kernel, recorded when profiling
 #include "kiln/expr/structural.hpp"
 #include "kiln/expr/traverse.hpp"
 
@@ -126,13 +127,13 @@ const auto& find_in_args(const Tuple& args, std::index_sequence<I0, I...>) {
 template <class T, class B, class N>
 void evaluate_planned(const tensor<T, B>& out, const N& n) {
   if constexpr (!contains_structural_v<N>) {
-    backend_traits<B>::evaluate(out, n);
+    run_kernel(out, n);
   } else {
     auto planned = plan_node<true>(n);
     if (find_structural(planned).shape() == out.shape()) {
-      backend_traits<B>::evaluate(out, planned);
+      run_kernel(out, planned);
     } else {
-      backend_traits<B>::evaluate(out, plan_node<false>(planned));
+      run_kernel(out, plan_node<false>(planned));
     }
   }
 }

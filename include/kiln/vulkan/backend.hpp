@@ -179,6 +179,10 @@ struct backend_traits<vulkan> {
   }
   static void synchronize(context_state& s) { s.synchronize(); }
   static std::string device_name(const context_state& s) { return s.name(); }
+  /// Profiling: waits for recorded work and reads its GPU times (context::profile()).
+  static void collect_profile(context_state& s) { s.collect_profile(); }
+  /// Pool, stream and kernel-cache statistics (kiln::memory_report).
+  static std::string memory_report(const context_state& s) { return detail::vk::stats_report(s.memory(), s.stream(), s.cache()); }
 
   /// The kernel `out = e` runs for e's structural node s (kiln::kernel_variant): the
   /// variant the recording code picks, from the same selection.

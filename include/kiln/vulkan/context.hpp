@@ -23,8 +23,10 @@
 #include <vector>
 
 #include "kiln/core/error.hpp"
+#include "kiln/core/profiler.hpp"
 #include "kiln/vulkan/device.hpp"
 #include "kiln/vulkan/memory.hpp"
+#include "kiln/vulkan/profiler.hpp"
 #include "kiln/vulkan/sequence.hpp"
 #include "kiln/vulkan/shader_cache.hpp"
 
@@ -60,6 +62,9 @@ struct context_options {
   std::uint32_t max_push_constants = 0;
   std::uint32_t max_storage_buffers = 0;
   std::uint32_t max_texel_buffers = 0;
+  /// Records every kernel with its GPU time (kiln::profile_table); default: KILN_PROFILE,
+  /// or on when KILN_TRACE names a trace file.
+  std::optional<bool> profile;
 };
 
 /// The state one Vulkan context and all its tensors share.
@@ -155,6 +160,7 @@ class context_state {
     staging_size_ = std::max<std::size_t>(opt.staging_size, std::size_t(64) << 10);
     seq_ = std::make_unique<sequence>(dev, queue_, info_.compute_queue_family, std::max(opt.batch_commands, 1u));
     kernels_ = std::make_unique<shader_cache>(dev, info_);
+    profile.configure(opt.profile, name());
   }
 
   context_state(const context_state&) = delete;
@@ -164,11 +170,21 @@ class context_state {
   /// returns VK_ERROR_DEVICE_LOST at once, and a failure here has no one to report to.
   ~context_state() {
     if (device_.dev) vkDeviceWaitIdle(device_.dev);
+    if (timer_ && !lost_) {  // the last GPU times, before the profiler writes its trace
+      try {
+        seq_->poll();
+        timer_->collect(seq_->completed());
+      } catch (...) {
+      }
+    }
     for (auto& d : deferred_) pool_->free(d.second);
     if (ring_.alloc) pool_->free(ring_.alloc);
   }
 
   mutable std::atomic<std::uint64_t> kernels_launched{0};
+  /// KILN_PROFILE / options::profile (core/profiler.hpp). Declared before the members
+  /// that feed it, so it outlives them and writes a KILN_TRACE file last.
+  profile_slot profile;
 
   const device_info& info() const noexcept { return info_; }
   std::string name() const { return "vulkan:" + std::to_string(info_.index); }
@@ -229,6 +245,13 @@ class context_state {
     std::lock_guard lock(mutex_);
     return kernels_->stats();
   }
+  /// Waits for the GPU work recorded so far and adds its GPU times to the profile.
+  void collect_profile() {
+    synchronize();
+    std::lock_guard lock(mutex_);
+    if (timer_) poll_locked();
+  }
+
   /// Waits for the warm-start thread (the kernels this program used last time, rebuilt in
   /// the background); the number it rebuilt. Takes no context lock: other threads go on.
   std::uint64_t wait_preloaded() const { return kernels_->wait_preloaded(); }
@@ -492,23 +515,42 @@ class context_state {
     ensure_alive();
     if (!deferred_.empty()) poll_locked();
     try {
-      return pool_->allocate(bytes, type);
+      return count_memory(pool_->allocate(bytes, type));
     } catch (const out_of_memory&) {
       if (deferred_.empty()) throw;
     }
     std::uint64_t v = 0;
     for (const auto& d : deferred_) v = std::max(v, d.first);
     wait_locked(lock, v);
-    return pool_->allocate(bytes, type);
+    return count_memory(pool_->allocate(bytes, type));
+  }
+
+  /// Profiling: the pool's size after an allocation, for the trace's counter track (lock held).
+  allocation count_memory(allocation a) {
+    if (profile.on.load(std::memory_order_relaxed)) [[unlikely]] {
+      const memory_stats m = pool_->stats();
+      profile.get()->counter("memory pool", "reserved", double(m.reserved), "in_use", double(m.in_use));
+    }
+    return a;
   }
 
   void submit_locked() {
-    fatal_on_failure([&] { seq_->submit(); });
+    if (timer_) [[unlikely]] {  // profiling: the submit on its thread's track, the batch's host time
+      profiler& p = *profile.get();
+      const std::uint64_t batch = seq_->recording_value();
+      const double t0 = p.now_us();
+      fatal_on_failure([&] { seq_->submit(); });
+      p.span("submit", t0, p.now_us());
+      timer_->submitted(batch, t0);
+    } else {
+      fatal_on_failure([&] { seq_->submit(); });
+    }
     poll_locked();
   }
 
   void poll_locked() {
     fatal_on_failure([&] { seq_->poll(); });
+    if (timer_ && timer_->pending()) [[unlikely]] fatal_on_failure([&] { timer_->collect(seq_->completed()); });
     const std::uint64_t done = seq_->completed();
     std::erase_if(deferred_, [&](const std::pair<std::uint64_t, allocation>& d) {
       if (d.first > done) return false;
@@ -522,8 +564,11 @@ class context_state {
     if (v <= seq_->completed()) return;
     if (v > seq_->submitted()) submit_locked();
     if (v > seq_->submitted()) return;  // nothing was recorded for it after all
+    profiler* p = profile.on.load(std::memory_order_relaxed) ? profile.get() : nullptr;
+    const double t0 = p ? p->now_us() : 0;
     lock.unlock();
     fatal_on_failure([&] { seq_->wait(v, &lost_); });
+    if (p) p->span("wait", t0, p->now_us());
     lock.lock();
     poll_locked();
   }
@@ -656,9 +701,33 @@ class context_state {
       if (!params && !push.empty()) {
         vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push.size()), push.data());
       }
+      gpu_timer* timer = profile.on.load(std::memory_order_relaxed) ? profiled_dispatch(k, cb, batch) : nullptr;
       vkCmdDispatch(cb, groups.count[0], groups.count[1], groups.count[2]);
+      if (timer) timer->after(cb);
       seq_->count_dispatch();
     });
+  }
+
+  /// Profiling (lock held): the timestamp before a dispatch of k into cb (batch `batch`),
+  /// attributed to the statement this thread is running (or, outside one, to a record of
+  /// its own). Returns the timer, whose after() follows the dispatch.
+  [[gnu::noinline]] gpu_timer* profiled_dispatch(const kernel_spec& k, VkCommandBuffer cb, std::uint64_t batch) {
+    profiler* p = profile.get();
+    if (!p) return nullptr;
+    if (!timer_) timer_ = std::make_unique<gpu_timer>(device_.dev, info_, *p);
+    profiler::handle h;
+    if (current_profile_statement.prof == p) {
+      h = current_profile_statement.record;
+    } else {
+      profile_record r;
+      r.name = std::string(k.name);
+      r.variant = "dispatch";
+      r.start_us = p->now_us();
+      h = p->begin(std::move(r));
+    }
+    p->count_dispatch(h);
+    timer_->before(cb, batch, h);
+    return timer_.get();
   }
 
   /// What the batch being recorded last bound (see dispatch).
@@ -681,6 +750,7 @@ class context_state {
   std::unique_ptr<memory_pool> pool_;
   std::unique_ptr<sequence> seq_;
   std::unique_ptr<shader_cache> kernels_;
+  std::unique_ptr<gpu_timer> timer_;  ///< made when a profiled dispatch is first recorded
   std::uint32_t tensor_type_ = 0;
   std::uint32_t staging_type_ = 0;
   std::size_t staging_size_ = 0;

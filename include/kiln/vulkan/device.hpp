@@ -402,6 +402,10 @@ struct device_info {
   bool has_compute_queue = false;
   std::uint32_t compute_queue_family = 0;
   bool timeline_semaphore = false;
+  /// Timestamps on the compute queue (the profiler's GPU times): bits a timestamp keeps
+  /// (timestampValidBits of the family; 0: none) and nanoseconds per tick (timestampPeriod).
+  std::uint32_t timestamp_valid_bits = 0;
+  float timestamp_period = 0;
 
   std::string unusable_reason;
   bool usable() const noexcept { return unusable_reason.empty(); }
@@ -518,6 +522,8 @@ inline device_info describe(VkPhysicalDevice pd, int index) {
   }
   d.has_compute_queue = best >= 0;
   d.compute_queue_family = best >= 0 ? static_cast<std::uint32_t>(best) : 0;
+  if (best >= 0) d.timestamp_valid_bits = qs[static_cast<std::size_t>(best)].timestampValidBits;
+  d.timestamp_period = lim.timestampPeriod;
 
   // memory
   VkPhysicalDeviceMemoryProperties mem{};

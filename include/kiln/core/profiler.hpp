@@ -1,0 +1,470 @@
+// kiln/core/profiler.hpp — what a profiled context records, and how it is read out: the
+// per-kernel records (ctx.profile()), the aggregated table (kiln::profile_table), and a
+// Chrome trace-event file (KILN_TRACE=path.json, kiln::write_trace).
+//
+// Off by default and free when off: a context holds a profile_slot whose `on` flag is the
+// only thing a statement looks at (one relaxed load and a well-predicted branch per
+// statement, never inside a kernel's loop); the profiler itself is made when profiling is
+// first turned on. Backends add what only they know: the CPU backend the threads a
+// statement used, the Vulkan backend GPU times from timestamp queries.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>  // std::getenv
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/detail/env.hpp"
+
+namespace kiln {
+
+/// Turns profiling on (or off) for a CPU context: `kiln::context<kiln::cpu<>> ctx{kiln::profiling{}};`
+/// (Vulkan: kiln::vulkan::options::profile). KILN_PROFILE=1 turns it on for every context.
+struct profiling {
+  bool on = true;
+};
+
+/// One kernel a profiled context ran: one statement (`y = expr;`) on the CPU; on Vulkan
+/// one statement with every dispatch it recorded. Times are microseconds; start times count
+/// from when the context's profiler started.
+struct profile_record {
+  /// The op chain of the kernel, operands lettered in order (`gelu(add(mul(a,b),c))`,
+  /// scalars s0, s1, ...); a structural op appears with its inputs (`matmul(a,b)`).
+  std::string name;
+  /// "elementwise", or the structural op's kernel (kiln::kernel_variant), e.g. "cpu.gemm.packed 6x16".
+  std::string variant;
+  kiln::shape shape;  ///< the output's
+  dtype type = dtype::f32;
+  std::uint64_t bytes = 0;  ///< operands read once plus the output written (a lower bound on traffic)
+  std::uint64_t flops = 0;  ///< arithmetic where known (0: unknown); an elementwise op counts one per element
+  double start_us = 0;      ///< host time the statement began
+  double wall_us = 0;       ///< host time in the statement (CPU: the kernel; Vulkan: recording and any submit)
+  int threads = 0;          ///< CPU threads the kernel ran on (Vulkan: 0)
+  std::uint32_t dispatches = 0;  ///< Vulkan dispatches recorded (CPU: 0)
+  /// Vulkan: time on the GPU from timestamp queries (the sum over the statement's
+  /// dispatches); -1 where not measured (the CPU backend, or a queue without timestamps).
+  double gpu_us = -1;
+  double gpu_start_us = -1;  ///< where the device track of a trace places it (aligned to the host clock per batch)
+  int thread = 0;            ///< the host thread that ran it (1, 2, ... in order of first use)
+
+  /// The time the table counts: GPU time where measured, else host wall time.
+  double time_us() const noexcept { return gpu_us >= 0 ? gpu_us : wall_us; }
+};
+
+/// One row of kiln::profile_table: the records of one kernel (name and variant) together.
+struct profile_row {
+  std::string name, variant;
+  std::uint64_t calls = 0;
+  double total_us = 0;  ///< GPU time where measured, else host wall time
+  double host_us = 0;   ///< host time (Vulkan: recording and submitting)
+  std::uint64_t bytes = 0, flops = 0;
+  int threads = 0;      ///< most threads one call used (CPU)
+  double mean_us() const noexcept { return calls ? total_us / double(calls) : 0; }
+  double gb_per_s() const noexcept { return total_us > 0 ? double(bytes) / (total_us * 1e3) : 0; }
+  double gflop_per_s() const noexcept { return total_us > 0 ? double(flops) / (total_us * 1e3) : 0; }
+};
+
+/// kiln::profile_table's result: rows sorted by total time, printable (`std::cout << t`).
+struct profile_report {
+  std::string device;            ///< "cpu", "vulkan:0"
+  std::string timing;            ///< what the time column measures (and, on Vulkan, why not GPU time)
+  std::vector<profile_row> rows;
+  double total_us = 0;
+  double host_us = 0;
+  double submit_us = 0, wait_us = 0;  ///< Vulkan: host time in vkQueueSubmit and in waits
+
+  std::string str() const;
+  friend std::ostream& operator<<(std::ostream& os, const profile_report& r) { return os << r.str(); }
+};
+
+}  // namespace kiln
+
+namespace kiln::detail {
+
+/// Threads the last kernel on this thread ran on: the CPU backend's pool raises it in
+/// parallel_for, the profiler resets it around a statement.
+inline thread_local int profile_kernel_threads = 1;
+
+/// This thread's number in traces (1, 2, ... in order of first use).
+inline int profile_thread_number() {
+  static std::atomic<int> next{1};
+  thread_local const int n = next.fetch_add(1, std::memory_order_relaxed);
+  return n;
+}
+
+/// Escapes s for a JSON string.
+inline void json_escape(std::string& out, std::string_view s) {
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+}
+
+inline std::string json_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+/// The records and events of one context. Every member locks; statements from several
+/// threads may record at once.
+class profiler {
+ public:
+  /// A span on a host thread's track of the trace (recording, submitting, waiting).
+  struct host_span {
+    const char* name;
+    int thread;
+    double start_us, dur_us;
+  };
+  /// A sample of a counter track (memory).
+  struct counter_sample {
+    const char* name;
+    double at_us;
+    double values[2];
+    const char* keys[2];
+  };
+
+  explicit profiler(std::string device) : device_(std::move(device)), epoch_(std::chrono::steady_clock::now()) {
+    records_.reserve(1024);
+  }
+  profiler(const profiler&) = delete;
+  profiler& operator=(const profiler&) = delete;
+  /// Writes the trace when one was asked for (KILN_TRACE). A destructor has no one to
+  /// report a failure to: an unwritable path loses the trace (kiln::write_trace throws).
+  ~profiler() {
+    if (trace_path_.empty()) return;
+    try {
+      write_trace(trace_path_);
+    } catch (...) {
+    }
+  }
+
+  /// Microseconds since the profiler started.
+  double now_us() const noexcept {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch_).count();
+  }
+
+  /// A record's place: its index (records are never reordered) in a generation (clear()
+  /// starts a new one, so late GPU times of cleared records go nowhere).
+  struct handle {
+    std::size_t index = 0;
+    std::uint64_t generation = 0;
+  };
+
+  /// Opens a record.
+  handle begin(profile_record r) {
+    std::lock_guard lock(mutex_);
+    r.thread = profile_thread_number();
+    records_.push_back(std::move(r));
+    return {records_.size() - 1, generation_};
+  }
+  /// Closes record i: host wall time and threads.
+  void end(handle h, double wall_us, int threads) {
+    std::lock_guard lock(mutex_);
+    if (h.generation != generation_) return;  // cleared meanwhile
+    records_[h.index].wall_us = wall_us;
+    records_[h.index].threads = threads;
+  }
+  void count_dispatch(handle h) {
+    std::lock_guard lock(mutex_);
+    if (h.generation == generation_) ++records_[h.index].dispatches;
+  }
+  /// Adds one dispatch's GPU time to a record (its first placed at start_us on the device track).
+  void add_gpu(handle h, double start_us, double dur_us) {
+    std::lock_guard lock(mutex_);
+    if (h.generation != generation_) return;
+    auto& r = records_[h.index];
+    if (r.gpu_us < 0) {
+      r.gpu_us = 0;
+      r.gpu_start_us = start_us;
+    }
+    r.gpu_us += dur_us;
+  }
+
+  void span(const char* name, double start_us, double end_us) {
+    std::lock_guard lock(mutex_);
+    spans_.push_back({name, profile_thread_number(), start_us, end_us - start_us});
+    if (std::string_view(name) == "submit") submit_us_ += end_us - start_us;
+    else if (std::string_view(name) == "wait") wait_us_ += end_us - start_us;
+  }
+  void counter(const char* name, const char* k0, double v0, const char* k1, double v1) {
+    std::lock_guard lock(mutex_);
+    counters_.push_back({name, now_us(), {v0, v1}, {k0, k1}});
+  }
+
+  std::vector<profile_record> records() const {
+    std::lock_guard lock(mutex_);
+    return records_;
+  }
+  void clear() {
+    std::lock_guard lock(mutex_);
+    records_.clear();
+    spans_.clear();
+    counters_.clear();
+    submit_us_ = wait_us_ = 0;
+    ++generation_;
+  }
+
+  /// What the GPU-time column can say on this device (set by a backend that times the GPU).
+  void set_timing_note(std::string s) {
+    std::lock_guard lock(mutex_);
+    timing_note_ = std::move(s);
+  }
+  void set_trace_path(std::string p) {
+    std::lock_guard lock(mutex_);
+    trace_path_ = std::move(p);
+  }
+
+  profile_report report() const;
+  void write_trace(const std::string& path) const;
+  const std::string& device() const noexcept { return device_; }
+
+ private:
+  std::string device_;
+  std::chrono::steady_clock::time_point epoch_;
+  mutable std::mutex mutex_;
+  std::vector<profile_record> records_;
+  std::vector<host_span> spans_;
+  std::vector<counter_sample> counters_;
+  double submit_us_ = 0, wait_us_ = 0;
+  std::uint64_t generation_ = 0;
+  std::string timing_note_;
+  std::string trace_path_;
+};
+
+/// A context's profiling switch and, once it has been on, its profiler. The switch is
+/// the one thing a statement reads when profiling is off.
+struct profile_slot {
+  std::atomic<bool> on{false};
+
+  /// The profiler (nullptr until profiling was first turned on). Once made it lives as
+  /// long as the context, so a statement that saw `on` may use it without a lock.
+  profiler* get() const noexcept { return made_.load(std::memory_order_acquire); }
+
+  /// Turns profiling on or off; the first time on, makes the profiler for `device`.
+  void enable(bool v, const std::string& device) {
+    if (v) {
+      std::lock_guard lock(mutex_);
+      if (!owner_) {
+        owner_ = std::make_unique<profiler>(device);
+        made_.store(owner_.get(), std::memory_order_release);
+      }
+    }
+    on.store(v, std::memory_order_relaxed);
+  }
+
+  /// Reads KILN_PROFILE and KILN_TRACE (a trace needs the records, so it turns profiling
+  /// on too); `option` (a context option) overrides KILN_PROFILE.
+  void configure(std::optional<bool> option, const std::string& device) {
+    const char* trace = std::getenv("KILN_TRACE");
+    const bool tracing = trace && *trace;
+    const bool want = option.value_or(env_flag("KILN_PROFILE")) || tracing;
+    if (want) enable(true, device);
+    if (tracing) get()->set_trace_path(trace);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unique_ptr<profiler> owner_;
+  std::atomic<profiler*> made_{nullptr};
+};
+
+/// The statement whose kernels this thread is recording (Vulkan attributes dispatches
+/// and their GPU time to it).
+struct profile_statement {
+  profiler* prof = nullptr;
+  profiler::handle record;
+};
+inline thread_local profile_statement current_profile_statement{};
+
+// ---- the table -----------------------------------------------------------------------
+
+inline profile_report profiler::report() const {
+  profile_report out;
+  std::lock_guard lock(mutex_);
+  out.device = device_;
+  bool any_gpu = false;
+  for (const auto& r : records_) {
+    any_gpu = any_gpu || r.gpu_us >= 0;
+    auto it = std::find_if(out.rows.begin(), out.rows.end(),
+                           [&](const profile_row& x) { return x.name == r.name && x.variant == r.variant; });
+    if (it == out.rows.end()) it = out.rows.insert(out.rows.end(), profile_row{r.name, r.variant});
+    auto& row = *it;
+    ++row.calls;
+    row.total_us += r.time_us();
+    row.host_us += r.wall_us;
+    row.bytes += r.bytes;
+    row.flops += r.flops;
+    row.threads = std::max(row.threads, r.threads);
+    out.total_us += r.time_us();
+    out.host_us += r.wall_us;
+  }
+  std::stable_sort(out.rows.begin(), out.rows.end(),
+                   [](const profile_row& a, const profile_row& b) { return a.total_us > b.total_us; });
+  out.submit_us = submit_us_;
+  out.wait_us = wait_us_;
+  if (any_gpu) out.timing = "GPU time (timestamp queries)";
+  else if (!timing_note_.empty()) out.timing = "host wall time (" + timing_note_ + ")";
+  else out.timing = "host wall time";
+  return out;
+}
+
+// ---- the trace -----------------------------------------------------------------------
+
+inline void profiler::write_trace(const std::string& path) const {
+  std::string j;
+  {
+    std::lock_guard lock(mutex_);
+    j.reserve(256 + 256 * (records_.size() + spans_.size() + counters_.size()));
+    j += "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"device\":\"";
+    json_escape(j, device_);
+    j += "\",\"timing\":\"";
+    json_escape(j, timing_note_);
+    j += "\"},\"traceEvents\":[\n";
+    j += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"kiln ";
+    json_escape(j, device_);
+    j += "\"}}";
+    j += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"device: ";
+    json_escape(j, device_);
+    j += " kernels\"}}";
+    std::vector<int> threads;
+    auto thread_meta = [&](int t) {
+      if (std::find(threads.begin(), threads.end(), t) != threads.end()) return;
+      threads.push_back(t);
+      j += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(t) +
+           ",\"args\":{\"name\":\"host thread " + std::to_string(t) + "\"}}";
+    };
+    const bool gpu = device_.rfind("vulkan", 0) == 0;
+    for (const auto& r : records_) {
+      // Kernels on the device track: GPU time where measured, else (CPU) the statement's wall time.
+      const bool on_device = !gpu || r.gpu_us >= 0;
+      if (on_device) {
+        j += ",\n{\"name\":\"";
+        json_escape(j, r.name);
+        j += "\",\"cat\":\"kernel\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":" +
+             json_number(gpu ? r.gpu_start_us : r.start_us) + ",\"dur\":" + json_number(r.time_us()) + ",\"args\":{\"variant\":\"";
+        json_escape(j, r.variant);
+        j += "\",\"shape\":\"" + r.shape.to_string() + "\",\"dtype\":\"" + std::string(kiln::name(r.type)) +
+             "\",\"bytes\":" + std::to_string(r.bytes) + ",\"flops\":" + std::to_string(r.flops) +
+             ",\"host_us\":" + json_number(r.wall_us) +
+             (gpu ? ",\"dispatches\":" + std::to_string(r.dispatches) : ",\"threads\":" + std::to_string(r.threads)) + "}}";
+      }
+      if (gpu) {  // the host side: recording the statement, on its thread's track
+        thread_meta(r.thread);
+        j += ",\n{\"name\":\"record ";
+        json_escape(j, r.name);
+        j += "\",\"cat\":\"host\",\"ph\":\"X\",\"pid\":1,\"tid\":" + std::to_string(r.thread) +
+             ",\"ts\":" + json_number(r.start_us) + ",\"dur\":" + json_number(r.wall_us) + "}";
+      }
+    }
+    for (const auto& s : spans_) {
+      thread_meta(s.thread);
+      j += ",\n{\"name\":\"" + std::string(s.name) + "\",\"cat\":\"host\",\"ph\":\"X\",\"pid\":1,\"tid\":" +
+           std::to_string(s.thread) + ",\"ts\":" + json_number(s.start_us) + ",\"dur\":" + json_number(s.dur_us) + "}";
+    }
+    for (const auto& c : counters_) {
+      j += ",\n{\"name\":\"" + std::string(c.name) + "\",\"ph\":\"C\",\"pid\":1,\"ts\":" + json_number(c.at_us) +
+           ",\"args\":{\"" + c.keys[0] + "\":" + json_number(c.values[0]);
+      if (c.keys[1]) j += ",\"" + std::string(c.keys[1]) + "\":" + json_number(c.values[1]);
+      j += "}}";
+    }
+    j += "\n]}\n";
+  }
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw error("kiln::write_trace: cannot open '" + tmp + "' for writing");
+  const bool written = std::fwrite(j.data(), 1, j.size(), f) == j.size();
+  if (std::fclose(f) != 0 || !written) {
+    std::remove(tmp.c_str());
+    throw error("kiln::write_trace: cannot write '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw error("kiln::write_trace: cannot rename '" + tmp + "' to '" + path + "'");
+  }
+}
+
+}  // namespace kiln::detail
+
+namespace kiln {
+
+inline std::string profile_report::str() const {
+  auto fixed = [](double v, int prec) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+    return std::string(buf);
+  };
+  struct cell_row {
+    std::vector<std::string> c;
+  };
+  std::vector<std::string> head = {"kernel", "calls", "total ms", "mean us", "GB/s", "GFLOP/s", "share"};
+  const bool host_col = device.rfind("vulkan", 0) == 0;
+  const bool thread_col = device == "cpu";
+  if (host_col) head.insert(head.begin() + 4, "host us");
+  if (thread_col) head.insert(head.begin() + 4, "threads");
+  std::vector<cell_row> body;
+  for (const auto& r : rows) {
+    cell_row cr;
+    std::string name = r.name;
+    if (r.variant != "elementwise" && !r.variant.empty()) name += "  [" + r.variant + "]";
+    cr.c = {name, std::to_string(r.calls), fixed(r.total_us / 1e3, 3), fixed(r.mean_us(), 1),
+            r.bytes ? fixed(r.gb_per_s(), 2) : "-", r.flops ? fixed(r.gflop_per_s(), 2) : "-",
+            fixed(total_us > 0 ? 100.0 * r.total_us / total_us : 0.0, 1) + "%"};
+    if (host_col) cr.c.insert(cr.c.begin() + 4, fixed(r.calls ? r.host_us / double(r.calls) : 0.0, 1));
+    if (thread_col) cr.c.insert(cr.c.begin() + 4, std::to_string(r.threads));
+    body.push_back(std::move(cr));
+  }
+  std::vector<std::size_t> w(head.size());
+  for (std::size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
+  for (const auto& cr : body) {
+    for (std::size_t i = 0; i < cr.c.size(); ++i) w[i] = std::max(w[i], cr.c[i].size());
+  }
+  w[0] = std::min<std::size_t>(w[0], 72);
+  auto line = [&](const std::vector<std::string>& c) {
+    std::string s;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      std::string v = c[i];
+      if (i == 0 && v.size() > w[0]) v = v.substr(0, w[0] - 3) + "...";
+      const std::string pad(w[i] - std::min(w[i], v.size()), ' ');
+      s += i == 0 ? v + pad : "  " + pad + v;
+    }
+    return s + "\n";
+  };
+  std::string s = "kiln profile: " + device + ", " + std::to_string(rows.size()) + " kernels, " + fixed(total_us / 1e3, 3) +
+                  " ms; time: " + timing + "\n";
+  s += line(head);
+  for (const auto& cr : body) s += line(cr.c);
+  if (host_col) {
+    s += "host: recording " + fixed(host_us / 1e3, 3) + " ms, submitting " + fixed(submit_us / 1e3, 3) +
+         " ms, waiting " + fixed(wait_us / 1e3, 3) + " ms\n";
+  }
+  return s;
+}
+
+}  // namespace kiln
