@@ -1,6 +1,6 @@
 // kernels/quant/matvec.comp — x [..., K] times a quantized [N, K] weight's transpose
 // (kiln::matmul / linear / bitlinear with a qtensor; ops/quant/qmatmul.hpp gives the
-// formula): one workgroup per (row m of x, block of WG output columns), numbered
+// formula): one workgroup per (row m of x, block of WG * NC output columns), numbered
 // gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x = m * tiles + block.
 //   1. max|x_m| over the row through the prologue (a shared-memory tree), and whether
 //      the row holds a NaN or an infinity (then inv = 0 and the row's scale is NaN, so
@@ -10,7 +10,8 @@
 //   2. the row quantized to int8, x_q = clamp(roundEven(x * inv), -127, 127), four a
 //      word into shared memory, SEG weights at a time (specialisation constant 3, a
 //      multiple of 128: all of K when it fits, else K in segments, x re-read per segment).
-//   3. invocation i takes column n = block * WG + i: its codes read as uvec4 words, each
+//   3. invocation i takes columns n_j = block * WG * NC + j * WG + i (j < NC, specialisation
+//      constant 4: each x word read and unpacked once for NC columns): codes read as uvec4 words, each
 //      field unpacked with a shift and a mask (code - OFFSET: int8 and int4 by an XOR
 //      with the offset and a sign-extending extract, ternary by a subtraction), int32
 //      sums per 32-weight field block, added up per scale group and converted to float
@@ -22,6 +23,7 @@
 layout(local_size_x_id = 2) in;
 layout(constant_id = 2) const uint WG = 64;
 layout(constant_id = 3) const uint SEG = 128;
+layout(constant_id = 4) const uint NC = 1;  // output columns per invocation
 
 #define KILN_FIELDS (8u / uint(KILN_BITS))
 #define KILN_CHUNK (32u * KILN_FIELDS)
@@ -121,12 +123,18 @@ void main() {
     xscale = kiln_div(amax, 127.0);
   }
 
-  uint n = block * WG + lid;
-  bool live = n < p.N;
-  uint cbase = (live ? n : 0u) * p.words, sbase = (live ? n : 0u) * p.srs;
-  float acc = 0.0;
-  int gsum = 0;                               // the current scale group's integer sum
-  uint gidx = 0u, gend = min(p.group, p.K);  // its index and end (exclusive)
+  // columns n_j = block * WG * NC + j * WG + lid; one past N computes on row 0 and is dropped
+  uint cbase[NC], sbase[NC];
+  float acc[NC];
+  int gsum[NC];  // the current scale group's integer sums
+  for (uint j = 0u; j < NC; ++j) {
+    uint n = block * WG * NC + j * WG + lid;
+    cbase[j] = (n < p.N ? n : 0u) * p.words;
+    sbase[j] = (n < p.N ? n : 0u) * p.srs;
+    acc[j] = 0.0;
+    gsum[j] = 0;
+  }
+  uint gidx = 0u, gend = min(p.group, p.K);  // the current group's index and end (exclusive)
   for (uint k0 = 0u; k0 < p.K; k0 += SEG) {
     uint kn = min(SEG, p.K - k0);                                  // weights of the segment
     uint fill = min(SEG, (kn + KILN_CHUNK - 1u) / KILN_CHUNK * KILN_CHUNK) / 4u;  // whole chunks' x words
@@ -144,45 +152,57 @@ void main() {
       kiln_xq[i] = word;
     }
     barrier();
-    // 3. column n over the segment's chunks
-    if (live) {
-      for (uint c = k0 / KILN_CHUNK; c * KILN_CHUNK < k0 + kn; ++c) {
-        uvec4 w0 = kiln_code4(cbase + c * 8u) ^ uvec4(KILN_FLIP);
-        uvec4 w1 = kiln_code4(cbase + c * 8u + 4u) ^ uvec4(KILN_FLIP);
-        uint xb = (c * KILN_CHUNK - k0) >> 2u;  // the chunk's first x word in the segment
-        int part[KILN_FIELDS];
-        for (uint s = 0u; s < KILN_FIELDS; ++s) part[s] = 0;
-        [[unroll]] for (uint qw = 0u; qw < 8u; ++qw) {
-          uint cw = qw < 4u ? w0[qw] : w1[qw - 4u];
-          [[unroll]] for (uint s = 0u; s < KILN_FIELDS; ++s) {
-            int xw = int(kiln_xq[xb + 8u * s + qw]);
+    // 3. the invocation's columns over the segment's chunks
+    for (uint c = k0 / KILN_CHUNK; c * KILN_CHUNK < k0 + kn; ++c) {
+      uvec4 w0[NC], w1[NC];
+      for (uint j = 0u; j < NC; ++j) {
+        w0[j] = kiln_code4(cbase[j] + c * 8u) ^ uvec4(KILN_FLIP);
+        w1[j] = kiln_code4(cbase[j] + c * 8u + 4u) ^ uvec4(KILN_FLIP);
+      }
+      uint xb = (c * KILN_CHUNK - k0) >> 2u;  // the chunk's first x word in the segment
+      int part[NC * KILN_FIELDS];
+      for (uint i = 0u; i < NC * KILN_FIELDS; ++i) part[i] = 0;
+      [[unroll]] for (uint qw = 0u; qw < 8u; ++qw) {
+        [[unroll]] for (uint s = 0u; s < KILN_FIELDS; ++s) {
+          int xw = int(kiln_xq[xb + 8u * s + qw]);
+          int xv[4];
+          [[unroll]] for (uint b = 0u; b < 4u; ++b) xv[b] = bitfieldExtract(xw, int(8u * b), 8);
+          [[unroll]] for (uint j = 0u; j < NC; ++j) {
+            uint cw = qw < 4u ? w0[j][qw] : w1[j][qw - 4u];
             int sum = 0;
             [[unroll]] for (uint b = 0u; b < 4u; ++b) {
-              int xv = bitfieldExtract(xw, int(8u * b), 8);
 #if KILN_BITS == 2
               int cv = int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
 #else
               int cv = bitfieldExtract(int(cw), int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
 #endif
-              sum += xv * cv;
+              sum += xv[b] * cv;
             }
-            part[s] += sum;
+            part[j * KILN_FIELDS + s] += sum;
           }
         }
-        for (uint s = 0u; s < KILN_FIELDS; ++s) {
-          uint ks = c * KILN_CHUNK + 32u * s;  // the field block's first weight
-          if (ks < p.K) {
-            gsum += part[s];
-            if (ks + 32u >= gend) {  // its scale group ends here
-              acc += kiln_scale(sbase + gidx) * float(gsum);
-              gsum = 0;
-              ++gidx;
-              gend = min(gend + p.group, p.K);
+      }
+      for (uint s = 0u; s < KILN_FIELDS; ++s) {
+        uint ks = c * KILN_CHUNK + 32u * s;  // the field block's first weight
+        if (ks < p.K) {
+          bool ends = ks + 32u >= gend;  // its scale group ends here
+          for (uint j = 0u; j < NC; ++j) {
+            gsum[j] += part[j * KILN_FIELDS + s];
+            if (ends) {
+              acc[j] += kiln_scale(sbase[j] + gidx) * float(gsum[j]);
+              gsum[j] = 0;
             }
+          }
+          if (ends) {
+            ++gidx;
+            gend = min(gend + p.group, p.K);
           }
         }
       }
     }
   }
-  if (live) kiln_epilogue(KILN_RESULT(xscale * acc), m * p.N + n);
+  for (uint j = 0u; j < NC; ++j) {
+    uint n = block * WG * NC + j * WG + lid;
+    if (n < p.N) kiln_epilogue(KILN_RESULT(xscale * acc[j]), m * p.N + n);
+  }
 }

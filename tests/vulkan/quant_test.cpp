@@ -344,7 +344,11 @@ TEST_F(quant, matvec_matches_the_reference_for_every_scheme_and_shape) {
     check_matvec<qs::ternary>(c, g, M, 37, 5, {});
     check_matvec<qs::int8>(c, g, M, 3, 5, {});
   }
-  check_matvec<qs::int8>(c, g, 64, 130, 256, {.group = 64});  // several column blocks
+  // several column blocks, and (on a CPU device) 2 or 4 columns per invocation
+  check_matvec<qs::int8>(c, g, 64, 130, 256, {.group = 64});
+  check_matvec<qs::int4>(c, g, 1, 1100, 256, {.group = 64});
+  check_matvec<qs::ternary>(c, g, 3, 2100, 128, {.per_row = true});
+  check_matvec<qs::int8>(c, g, 2, 4099, 96, {});
 }
 
 TEST_F(quant, matvec_walks_a_k_past_shared_memory_in_segments) {
@@ -492,6 +496,11 @@ TEST_F(quant, matvec_names_the_shared_memory_limit_it_cannot_fit) {
   EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768}, "op").seg, 4096u);
   EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 96, {64, 32768}, "op").seg, 128u);
   EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 16384, {64, 16384}, "op").seg, 15872u);  // 16 KiB less the reduction's
+  // columns per invocation: 1 on a GPU; on a CPU device 4, or 2, while 8 workgroups remain
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, false}, "op", 4096, 1).nc, 1u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, true}, "op", 4096, 1).nc, 4u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, true}, "op", 1100, 1).nc, 2u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, true}, "op", 37, 5).nc, 1u);
   try {
     (void)vk::select_quant(vk::quant_kind::matvec, 4096, {64, 600}, "kiln::matmul: x is ...");
     ADD_FAILURE() << "no exception";

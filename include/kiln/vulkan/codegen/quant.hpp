@@ -8,10 +8,10 @@
 //               padded positions (k >= K) get the offset (ops/quant/scheme.hpp's format)
 //   dequantize  one invocation per code word: each weight it holds (k < K) as
 //               (code - offset) * scale, through the epilogue
-//   matvec      one workgroup per (row of x, block of WG output columns): max|x| of the
-//               row, the row quantized to int8 into shared memory (in segments of SEG
+//   matvec      one workgroup per (row of x, block of WG * NC output columns): max|x| of
+//               the row, the row quantized to int8 into shared memory (in segments of SEG
 //               weights when K does not fit the device's shared memory), then each
-//               invocation takes one output column: integer dot products over its weight
+//               invocation takes NC output columns: integer dot products over its weight
 //               row read as uvec4 words, int32 sums per scale group, one float per group
 //
 // The family's parameter block: rows (N, or M for matvec), N, K, words (code words per
@@ -20,7 +20,7 @@
 // the input's members, then coff (matvec: the codes' first element) and soff (the
 // scales'). Hooks: float kiln_scale(uint e) (scale element e); matvec also
 // uvec4 kiln_code4(uint w) (code words w .. w + 3 of the codes, w a multiple of 4).
-// Sizes (WG, SEG) are specialisation constants; the whole source is the cache key.
+// Sizes (WG, SEG, NC) are specialisation constants; the whole source is the cache key.
 #pragma once
 
 #include <algorithm>
@@ -69,6 +69,7 @@ struct vk_quant_op<qmatmul_op<S>> {
 struct quant_device {
   std::uint32_t max_invocations = 256;  // min(maxComputeWorkGroupInvocations, Size[0])
   std::uint32_t shared_bytes = 16384;   // maxComputeSharedMemorySize
+  bool cpu = false;                     // a CPU device (lavapipe): several columns per invocation
 };
 
 /// A chosen kernel and its sizes.
@@ -76,11 +77,12 @@ struct quant_choice {
   quant_kind kind = quant_kind::pack;
   std::uint32_t wg = 64;    // invocations per workgroup (a power of two)
   std::uint32_t seg = 128;  // matvec: weights of x's row held in shared memory at a time (a multiple of 128)
+  std::uint32_t nc = 1;     // matvec: output columns per invocation
 
   /// Shared memory the matvec kernel declares, in bytes.
   std::uint32_t shared_bytes() const { return kind == quant_kind::matvec ? seg + wg * 8 : 0; }
-  /// Specialisation constants 2, 3 of the kernel (kernels/quant/*.comp).
-  std::vector<std::uint32_t> constants() const { return {wg, seg}; }
+  /// Specialisation constants 2, 3, 4 of the kernel (kernels/quant/*.comp).
+  std::vector<std::uint32_t> constants() const { return {wg, seg, nc}; }
   /// kiln::kernel_variant's name.
   std::string name() const {
     switch (kind) {
@@ -102,10 +104,13 @@ inline std::uint32_t pow2_at_most(std::uint32_t v) {
 
 }  // namespace quant_detail
 
-/// The kernel and sizes for kind over K weights a row on device dev; what: the operands,
-/// for errors (kiln::shader_error when the device's shared memory cannot hold the
-/// smallest segment of the matvec kernel).
-inline quant_choice select_quant(quant_kind kind, index_t K, const quant_device& dev, const std::string& what) {
+/// The kernel and sizes for kind over K weights a row, N columns and M rows of x (matvec)
+/// on device dev; what: the operands, for errors (kiln::shader_error when the device's
+/// shared memory cannot hold the smallest segment of the matvec kernel). On a CPU device
+/// an invocation takes up to 4 columns (each x word read and unpacked once for all of
+/// them), while at least 8 workgroups remain.
+inline quant_choice select_quant(quant_kind kind, index_t K, const quant_device& dev, const std::string& what,
+                                 index_t N = 0, index_t M = 1) {
   quant_choice c;
   c.kind = kind;
   c.wg = quant_detail::pow2_at_most(std::clamp<std::uint32_t>(dev.max_invocations, 1, kind == quant_kind::matvec ? 64 : 128));
@@ -122,6 +127,15 @@ inline quant_choice select_quant(quant_kind kind, index_t K, const quant_device&
                        std::to_string(dev.shared_bytes));
   }
   c.seg = static_cast<std::uint32_t>(std::min<std::uint64_t>(row, std::min<std::uint64_t>(room, 1u << 20)));
+  if (dev.cpu) {
+    const auto blocks = [&](std::uint32_t nc) { return std::uint64_t(M) * ((std::uint64_t(N) + c.wg * nc - 1) / (c.wg * nc)); };
+    for (std::uint32_t nc : {4u, 2u}) {
+      if (blocks(nc) >= 8) {
+        c.nc = nc;
+        break;
+      }
+    }
+  }
   return c;
 }
 
@@ -220,7 +234,9 @@ std::string quant_what(const S& s) {
 template <class S>
 quant_choice quant_choice_of(const S& s, const quant_device& dev) {
   using V = vk_quant_op<typename S::op_type>;
-  return select_quant(V::kind, s.op.layout.K, dev, quant_what(s));
+  const detail::quant_layout& l = s.op.layout;
+  const index_t M = V::kind == quant_kind::matvec && l.K ? s.input_shape.numel() / l.K : 1;
+  return select_quant(V::kind, l.K, dev, quant_what(s), l.N, M);
 }
 
 /// Plans and generates the kernel of `out = n` whose structural node is a quant op; tmpl:
@@ -252,7 +268,7 @@ quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const quant_
   std::uint64_t threads = std::uint64_t(l.N) * std::uint64_t(l.words);  // pack, dequantize: a code word each
   if constexpr (V::kind == quant_kind::matvec) {
     rows = l.K ? s.input_shape.numel() / l.K : s.shape().numel() / std::max<index_t>(l.N, 1);
-    tiles = (l.N + c.wg - 1) / c.wg;
+    tiles = (l.N + index_t(c.wg * c.nc) - 1) / index_t(c.wg * c.nc);
     threads = std::uint64_t(rows) * std::uint64_t(tiles) * c.wg;
   }
   const std::uint64_t inputs = std::uint64_t(s.input_shape.numel());

@@ -3,7 +3,8 @@
 // of kernels/quant/{pack,dequantize,matvec}.comp with the statement's prologue and
 // epilogue spliced in (codegen/quant.hpp); and the name of the kernel each runs
 // (kiln::kernel_variant: "vulkan.quant.pack", ".dequantize", ".matvec"). The matvec
-// kernel's segment of x held in shared memory comes from maxComputeSharedMemorySize.
+// kernel's segment of x held in shared memory comes from maxComputeSharedMemorySize, its
+// columns per invocation from the device type (CPU devices: up to 4).
 #pragma once
 
 #if !defined(KILN_VULKAN_UMBRELLA)
@@ -32,6 +33,7 @@ inline quant_device quant_device_of(const context_state& ctx) {
   quant_device q;
   q.max_invocations = std::min(d.max_workgroup_invocations, d.max_workgroup_size[0]);
   q.shared_bytes = d.max_shared_memory;
+  q.cpu = d.type == device_type::cpu;
   return q;
 }
 
