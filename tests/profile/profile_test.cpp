@@ -30,16 +30,18 @@ namespace {
 
 /// A fresh context of B with profiling as given (Vulkan: with the validation layer).
 template <class B>
-kiln::context<B> fresh_context(std::optional<bool> profile) {
+kiln::context<B> fresh_context(std::optional<bool> profile, std::uint32_t gpu_every = 1) {
 #if defined(KILN_TEST_VULKAN)
   if constexpr (std::is_same_v<B, kiln::vulkan>) {
     kiln::vulkan::options o;
     o.validation = true;
     o.profile = profile;
+    o.profile_gpu_every = gpu_every;  // every call timed, unless a test samples
     return kiln::context<B>{o};
   } else
 #endif
   {
+    (void)gpu_every;
     if (profile) return kiln::context<B>{kiln::profiling{*profile}};
     return kiln::context<B>{};
   }
@@ -227,6 +229,39 @@ TYPED_TEST(profile_test, table_aggregates_and_sorts_by_time) {
   EXPECT_NE(text.find("gelu(add(mul(a,s0),a))"), std::string::npos) << text;
   EXPECT_NE(text.find("GB/s"), std::string::npos) << text;
   EXPECT_NE(text.find(is_gpu<TypeParam> ? "GPU time" : "host wall time"), std::string::npos) << text;
+}
+
+TYPED_TEST(profile_test, gpu_sampling_times_one_call_in_n_and_estimates_totals) {
+  if constexpr (!is_gpu<TypeParam>) {
+    GTEST_SKIP() << "GPU timing only";
+  } else {
+    auto ctx = fresh_context<TypeParam>(true, 4);
+    auto a = kiln::random<float>(ctx, {1 << 16});
+    auto y = kiln::empty<float>(ctx, {1 << 16});
+    ctx.synchronize();
+    ctx.clear_profile();
+    for (int i = 0; i < 8; ++i) y = kiln::exp(a);
+    y = a * 3.0f;
+    const auto recs = ctx.profile();
+    ASSERT_EQ(recs.size(), 9u);
+    double timed_sum = 0;
+    for (int i = 0; i < 8; ++i) {
+      SCOPED_TRACE(i);
+      EXPECT_EQ(recs[i].gpu_timed, i % 4 == 0);  // the first call of a kernel, then one in 4
+      EXPECT_EQ(recs[i].gpu_us >= 0, i % 4 == 0);
+      EXPECT_EQ(recs[i].dispatches, 1u);
+      if (recs[i].gpu_timed) timed_sum += recs[i].gpu_us;
+    }
+    EXPECT_TRUE(recs[8].gpu_timed);  // another kernel: its first call
+    const auto t = kiln::profile_table(ctx);
+    ASSERT_EQ(t.rows.size(), 2u);
+    const auto& e = t.rows[0].name == "exp(a)" ? t.rows[0] : t.rows[1];
+    EXPECT_EQ(e.calls, 8u);
+    EXPECT_EQ(e.timed, 2u);
+    EXPECT_NEAR(e.total_us, timed_sum / 2 * 8, 1e-6 * e.total_us);
+    EXPECT_NE(t.str().find("one call in 4"), std::string::npos) << t.str();
+    EXPECT_NE(t.str().find("timed"), std::string::npos) << t.str();
+  }
 }
 
 TYPED_TEST(profile_test, memory_report_is_printable) {

@@ -22,6 +22,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,9 @@ struct profile_record {
   /// dispatches); -1 where not measured (the CPU backend, or a queue without timestamps).
   double gpu_us = -1;
   double gpu_start_us = -1;  ///< where the device track of a trace places it (aligned to the host clock per batch)
+  /// Vulkan: whether this call's GPU time was measured. Every call is, unless the context
+  /// samples (vulkan::options::profile_gpu_every: one call in n of each kernel).
+  bool gpu_timed = false;
   int thread = 0;            ///< the host thread that ran it (1, 2, ... in order of first use)
 
   /// The time the table counts: GPU time where measured, else host wall time.
@@ -69,7 +73,9 @@ struct profile_record {
 struct profile_row {
   std::string name, variant;
   std::uint64_t calls = 0;
-  double total_us = 0;  ///< GPU time where measured, else host wall time
+  std::uint64_t timed = 0;  ///< Vulkan: calls whose GPU time was measured (sampling: fewer than calls)
+  /// GPU time where measured (with sampling, the timed calls' mean times calls), else host wall time
+  double total_us = 0;
   double host_us = 0;   ///< host time (Vulkan: recording and submitting)
   std::uint64_t bytes = 0, flops = 0;
   int threads = 0;      ///< most threads one call used (CPU)
@@ -175,14 +181,32 @@ class profiler {
   struct handle {
     std::size_t index = 0;
     std::uint64_t generation = 0;
+    bool time_gpu = true;  ///< this call is one the GPU timer measures (see set_gpu_sampling)
   };
 
   /// Opens a record.
   handle begin(profile_record r) {
     std::lock_guard lock(mutex_);
     r.thread = profile_thread_number();
+    bool time_gpu = true;
+    if (gpu_every_ > 1) {  // one call in gpu_every_ of each kernel, its first included
+      std::uint64_t& calls = sampled_[r.name + '\n' + r.variant];
+      time_gpu = calls++ % gpu_every_ == 0;
+    }
     records_.push_back(std::move(r));
-    return {records_.size() - 1, generation_};
+    return {records_.size() - 1, generation_, time_gpu};
+  }
+
+  /// GPU timestamps for one call in `every` of each kernel (1: every call): where a
+  /// timestamp costs much next to a small kernel (lavapipe), the table's totals are then
+  /// the timed calls' mean times the calls.
+  void set_gpu_sampling(std::uint32_t every) {
+    std::lock_guard lock(mutex_);
+    gpu_every_ = std::max<std::uint32_t>(every, 1);
+  }
+  std::uint32_t gpu_sampling() const {
+    std::lock_guard lock(mutex_);
+    return gpu_every_;
   }
   /// Closes record i: host wall time and threads.
   void end(handle h, double wall_us, int threads) {
@@ -203,6 +227,7 @@ class profiler {
     if (r.gpu_us < 0) {
       r.gpu_us = 0;
       r.gpu_start_us = start_us;
+      r.gpu_timed = true;
     }
     r.gpu_us += dur_us;
   }
@@ -225,6 +250,7 @@ class profiler {
   void clear() {
     std::lock_guard lock(mutex_);
     records_.clear();
+    sampled_.clear();
     spans_.clear();
     counters_.clear();
     submit_us_ = wait_us_ = 0;
@@ -254,6 +280,8 @@ class profiler {
   std::vector<counter_sample> counters_;
   double submit_us_ = 0, wait_us_ = 0;
   std::uint64_t generation_ = 0;
+  std::uint32_t gpu_every_ = 1;
+  std::unordered_map<std::string, std::uint64_t> sampled_;  ///< calls per kernel, for sampling
   std::string timing_note_;
   std::string trace_path_;
 };
@@ -262,6 +290,7 @@ class profiler {
 /// the one thing a statement reads when profiling is off.
 struct profile_slot {
   std::atomic<bool> on{false};
+  std::uint32_t gpu_every = 1;  ///< the profiler's GPU sampling when it is made (set by the backend first)
 
   /// The profiler (nullptr until profiling was first turned on). Once made it lives as
   /// long as the context, so a statement that saw `on` may use it without a lock.
@@ -273,6 +302,7 @@ struct profile_slot {
       std::lock_guard lock(mutex_);
       if (!owner_) {
         owner_ = std::make_unique<profiler>(device);
+        owner_->set_gpu_sampling(gpu_every);
         made_.store(owner_.get(), std::memory_order_release);
       }
     }
@@ -309,27 +339,45 @@ inline profile_report profiler::report() const {
   profile_report out;
   std::lock_guard lock(mutex_);
   out.device = device_;
-  bool any_gpu = false;
+  bool any_gpu = false, sampled = false;
+  std::vector<double> gpu_sum;  // per row: the timed calls' GPU time
   for (const auto& r : records_) {
     any_gpu = any_gpu || r.gpu_us >= 0;
     auto it = std::find_if(out.rows.begin(), out.rows.end(),
                            [&](const profile_row& x) { return x.name == r.name && x.variant == r.variant; });
-    if (it == out.rows.end()) it = out.rows.insert(out.rows.end(), profile_row{r.name, r.variant});
+    if (it == out.rows.end()) {
+      it = out.rows.insert(out.rows.end(), profile_row{r.name, r.variant});
+      gpu_sum.push_back(0);
+    }
     auto& row = *it;
     ++row.calls;
-    row.total_us += r.time_us();
+    if (r.gpu_us >= 0) {
+      ++row.timed;
+      gpu_sum[static_cast<std::size_t>(it - out.rows.begin())] += r.gpu_us;
+    }
+    row.total_us += r.wall_us;  // replaced below by GPU time where the row has any
     row.host_us += r.wall_us;
     row.bytes += r.bytes;
     row.flops += r.flops;
     row.threads = std::max(row.threads, r.threads);
-    out.total_us += r.time_us();
     out.host_us += r.wall_us;
+  }
+  for (std::size_t i = 0; i < out.rows.size(); ++i) {
+    auto& row = out.rows[i];
+    if (row.timed) row.total_us = gpu_sum[i] / double(row.timed) * double(row.calls);
+    sampled = sampled || (row.timed && row.timed < row.calls);
+    out.total_us += row.total_us;
   }
   std::stable_sort(out.rows.begin(), out.rows.end(),
                    [](const profile_row& a, const profile_row& b) { return a.total_us > b.total_us; });
   out.submit_us = submit_us_;
   out.wait_us = wait_us_;
-  if (any_gpu) out.timing = "GPU time (timestamp queries)";
+  if (any_gpu && sampled) {
+    out.timing = "GPU time (timestamp queries on one call in " + std::to_string(gpu_every_) +
+                 " of each kernel; totals: their mean times the calls)";
+  } else if (any_gpu) {
+    out.timing = "GPU time (timestamp queries)";
+  }
   else if (!timing_note_.empty()) out.timing = "host wall time (" + timing_note_ + ")";
   else out.timing = "host wall time";
   return out;
@@ -425,9 +473,12 @@ inline std::string profile_report::str() const {
   };
   std::vector<std::string> head = {"kernel", "calls", "total ms", "mean us", "GB/s", "GFLOP/s", "share"};
   const bool host_col = device.rfind("vulkan", 0) == 0;
+  bool timed_col = false;
+  for (const auto& r : rows) timed_col = timed_col || (r.timed && r.timed < r.calls);
   const bool thread_col = device == "cpu";
   if (host_col) head.insert(head.begin() + 4, "host us");
   if (thread_col) head.insert(head.begin() + 4, "threads");
+  if (timed_col) head.insert(head.begin() + 2, "timed");
   std::vector<cell_row> body;
   for (const auto& r : rows) {
     cell_row cr;
@@ -438,6 +489,7 @@ inline std::string profile_report::str() const {
             fixed(total_us > 0 ? 100.0 * r.total_us / total_us : 0.0, 1) + "%"};
     if (host_col) cr.c.insert(cr.c.begin() + 4, fixed(r.calls ? r.host_us / double(r.calls) : 0.0, 1));
     if (thread_col) cr.c.insert(cr.c.begin() + 4, std::to_string(r.threads));
+    if (timed_col) cr.c.insert(cr.c.begin() + 2, std::to_string(r.timed));
     body.push_back(std::move(cr));
   }
   std::vector<std::size_t> w(head.size());

@@ -116,6 +116,20 @@ std::uint64_t distinct_elements(const tensor<T, B>& t) {
   return n;
 }
 
+/// Whether tree_flops knows a tree's arithmetic: not when it holds a structural op
+/// whose own work it does not count (row ops, gathers, quantized products).
+template <class N>
+struct flops_known : std::true_type {};
+template <class Op, class... A>
+struct flops_known<op_node<Op, A...>> : std::bool_constant<(flops_known<A>::value && ...)> {};
+template <class To, class A>
+struct flops_known<cast_node<To, A>> : flops_known<A> {};
+template <class Op, class A, class... P>
+struct flops_known<structural_node<Op, A, P...>>
+    : std::bool_constant<flops_known<A>::value && (Op::family == structural_family::contract ||
+                                                   Op::family == structural_family::attend ||
+                                                   Op::family == structural_family::reduce)> {};
+
 /// Arithmetic of a tree of `elems` elements where known: an elementwise op one per
 /// element; a matmul 2*M*N*K; attention 2*Sq*Skv*(D + Dv) per head; a reduction one per
 /// input element (each with its prologue). Other structural ops add nothing (unknown).
@@ -173,7 +187,7 @@ profile_record describe_kernel(const tensor<T, B>& out, const N& n) {
     bytes += distinct_elements(t) * sizeof(typename std::remove_cvref_t<decltype(t)>::value_type);
   });
   r.bytes = bytes;
-  r.flops = tree_flops(n, static_cast<std::uint64_t>(out.numel()));
+  if constexpr (flops_known<N>::value) r.flops = tree_flops(n, static_cast<std::uint64_t>(out.numel()));
   return r;
 }
 
