@@ -181,7 +181,9 @@ void qdot(Isa, const std::uint8_t* const* w, const std::int8_t* const* x, index_
   index_t cnt = 0, g = 0;
   // a segment's sums start at -offset * sum(x) over it (in one lane: the lanes are summed
   // in the end, and a segment's lanes share its scale)
+  const index_t segs = (chunks * P + limit - 1) / limit;
   const auto start = [&] {
+    if (g >= segs) return;  // past the last segment: nothing more to sum
     for (int r = 0; r < R; ++r) {
       init[r] = direct ? _mm256_setzero_si256() : _mm256_setr_epi32(-xoff[r][g], 0, 0, 0, 0, 0, 0, 0);
       for (int c = 0; c < C; ++c) acc[r][c] = init[r];
