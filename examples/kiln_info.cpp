@@ -1,6 +1,10 @@
 // examples/kiln_info.cpp — every Vulkan device's compute capabilities, and the one kiln
 // selects (a compute-focused `vulkaninfo --summary`). Honors KILN_DEVICE.
+// `kiln_info --self-test` also runs a few profiled statements on the selected device and
+// prints the kernel table (kiln::profile_table) and the memory and cache report.
 #include <cstdio>
+#include <iostream>
+#include <optional>
 #include <string>
 
 #include <kiln/kiln.hpp>
@@ -59,12 +63,37 @@ void print(const kiln::vulkan::device_info& d, bool selected) {
     std::printf("    heap %zu             %s%s%s\n", h, mib(d.heaps[h].size).c_str(), d.heaps[h].device_local ? " device-local" : "",
                 types.c_str());
   }
+  std::printf("    timestamps         %s\n",
+              d.timestamp_valid_bits ? (std::to_string(d.timestamp_valid_bits) + " bits, " +
+                                        std::to_string(d.timestamp_period) + " ns per tick (kiln's GPU times)").c_str()
+                                     : "none on the compute queue (the profiler reports host time only)");
   std::printf("    unified memory     %s\n\n", yes(d.unified_memory));
+}
+
+/// A short profiled run: a fused chain, a matmul with an epilogue, a softmax.
+void self_test(kiln::context<kiln::vulkan>& ctx) {
+  ctx.set_profiling(true);
+  auto a = kiln::random<float>(ctx, {256, 256}, -1, 1, 1);
+  auto b = kiln::random<float>(ctx, {256, 256}, -1, 1, 2);
+  auto y = kiln::empty<float>(ctx, {256, 256});
+  for (int i = 0; i < 3; ++i) {
+    y = kiln::gelu(a * b + 1.0f);
+    y = kiln::relu(kiln::matmul(a, y) + b);
+    y = kiln::softmax(y * 0.5f);
+  }
+  (void)y.to_host();
+  std::cout << "self-test on " << ctx.device_name() << ":\n\n" << kiln::profile_table(ctx) << "\n"
+            << kiln::memory_report(ctx);
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool run_self_test = argc > 1 && std::string(argv[1]) == "--self-test";
+  if (argc > 1 && !run_self_test) {
+    std::fprintf(stderr, "usage: kiln_info [--self-test]\n");
+    return 2;
+  }
   const auto devices = kiln::vulkan::devices();
   if (devices.empty()) {
     std::printf("no Vulkan device (no loader, no driver, or no device the driver reports)\n");
@@ -72,9 +101,10 @@ int main() {
   }
   int selected = -1;
   std::string why;
+  std::optional<kiln::context<kiln::vulkan>> ctx;
   try {
-    kiln::context<kiln::vulkan> ctx;
-    selected = kiln::vulkan::device(ctx).index;
+    ctx.emplace();
+    selected = kiln::vulkan::device(*ctx).index;
   } catch (const kiln::error& e) {
     why = e.what();
   }
@@ -83,6 +113,14 @@ int main() {
   if (selected < 0) {
     std::printf("kiln selects no device: %s\n", why.c_str());
     return 1;
+  }
+  if (run_self_test) {
+    try {
+      self_test(*ctx);
+    } catch (const kiln::error& e) {
+      std::printf("self-test failed: %s\n", e.what());
+      return 1;
+    }
   }
   return 0;
 }
