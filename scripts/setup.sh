@@ -14,6 +14,7 @@ packages=(
   glslang-dev spirv-tools                         # the static libraries shaderc_combined needs (kiln-vulkan.pc)
   mesa-vulkan-drivers vulkan-validationlayers     # lavapipe + validation (tests)
   vulkan-tools
+  python3 python3-matplotlib                      # scripts/bench_report.py (plots; a ctest runs it)
 )
 
 missing=()
