@@ -3,10 +3,8 @@
 // formula): one workgroup per (row m of x, block of WG * NC output columns), numbered
 // gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x = m * tiles + block.
 //   1. max|x_m| over the row through the prologue (a shared-memory tree), and whether
-//      the row holds a NaN or an infinity (then inv = 0 and the row's scale is NaN, so
-//      its outputs are NaN); inv = 127 / max|x_m| and the row's scale max|x_m| / 127 are
-//      correctly rounded divisions (kiln_div, in integers: a GPU's division need not be
-//      exact, and the CPU kernels divide in IEEE arithmetic).
+//      the row holds a NaN or an infinity; inv and the row's scale from kiln_row_scale
+//      (common.comp: exact divisions; a NaN / Inf row's outputs are NaN).
 //   2. the row quantized to int8, x_q = clamp(roundEven(x * inv), -127, 127), four a
 //      word into shared memory, SEG weights at a time (specialisation constant 3, a
 //      multiple of 128: all of K when it fits, else K in segments, x re-read per segment).
@@ -19,74 +17,15 @@
 //      row scale * acc through the epilogue, once.
 // Generated before it (codegen/quant.hpp): the parameter block `p` (rows = M), the hooks
 // kiln_prologue (x at m * K + k), kiln_epilogue, kiln_code4 (code words w .. w + 3 of
-// the codes) and kiln_scale (element e of the scales).
+// the codes) and kiln_scale (element e of the scales); then common.comp.
 layout(local_size_x_id = 2) in;
 layout(constant_id = 2) const uint WG = 64;
 layout(constant_id = 3) const uint SEG = 128;
 layout(constant_id = 4) const uint NC = 1;  // output columns per invocation
 
-#define KILN_FIELDS (8u / uint(KILN_BITS))
-#define KILN_CHUNK (32u * KILN_FIELDS)
-#if KILN_BITS == 8
-#define KILN_FLIP 0x80808080u
-#elif KILN_BITS == 4
-#define KILN_FLIP 0x88888888u
-#else
-#define KILN_FLIP 0u
-#endif
-
 shared uint kiln_xq[SEG / 4u];  // x_q of the segment, four int8 a word (little-endian)
 shared float kiln_max[WG];
 shared uint kiln_bad[WG];
-
-// a (finite, > 0) as m * 2^e with m in [2^23, 2^24)
-uint kiln_split(float a, out int e) {
-  uint bits = floatBitsToUint(a);
-  int be = int(bits >> 23u);
-  uint m = bits & 0x7fffffu;
-  if (be == 0) {
-    be = 1;
-    while (m < 0x800000u) {
-      m <<= 1u;
-      --be;
-    }
-  } else {
-    m |= 0x800000u;
-  }
-  e = be - 150;
-  return m;
-}
-
-// a / b rounded to nearest even, as IEEE division, for finite a, b > 0 (by long division
-// of the significands; a result below the normal range falls back to the GPU's division).
-float kiln_div(float a, float b) {
-  int ea, eb;
-  uint ma = kiln_split(a, ea), mb = kiln_split(b, eb);
-  int e = ea - eb;  // a / b = (ma / mb) * 2^e
-  if (ma < mb) {
-    ma <<= 1u;
-    --e;
-  }
-  uint q = 0u, r = ma;  // ma / mb in [1, 2)
-  for (int i = 0; i < 25; ++i) {
-    q <<= 1u;
-    if (r >= mb) {
-      q |= 1u;
-      r -= mb;
-    }
-    r <<= 1u;
-  }
-  uint sig = q >> 1u;  // 24 bits, then the rounding bit q & 1 and the sticky remainder r
-  if ((q & 1u) != 0u && (r != 0u || (sig & 1u) != 0u)) ++sig;
-  if (sig == 0x1000000u) {
-    sig >>= 1u;
-    ++e;
-  }
-  int be = e + 127;
-  if (be >= 255) return uintBitsToFloat(0x7f800000u);
-  if (be <= 0) return a / b;
-  return uintBitsToFloat(uint(be) << 23u | (sig & 0x7fffffu));
-}
 
 void main() {
   uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -113,15 +52,8 @@ void main() {
     }
     barrier();
   }
-  amax = kiln_max[0];
-  bad = kiln_bad[0];
-  float inv = 0.0, xscale = 0.0;
-  if (bad != 0u) {
-    xscale = uintBitsToFloat(0x7fc00000u);  // NaN
-  } else if (amax > 0.0) {
-    inv = kiln_div(127.0, amax);
-    xscale = kiln_div(amax, 127.0);
-  }
+  float inv, xscale;
+  kiln_row_scale(kiln_max[0], kiln_bad[0], inv, xscale);
 
   // columns n_j = block * WG * NC + j * WG + lid; one past N computes on row 0 and is dropped
   uint cbase[NC], sbase[NC];
@@ -140,17 +72,7 @@ void main() {
     uint fill = min(SEG, (kn + KILN_CHUNK - 1u) / KILN_CHUNK * KILN_CHUNK) / 4u;  // whole chunks' x words
     // 2. x_q of the segment
     barrier();  // the previous segment's reads are done
-    for (uint i = lid; i < fill; i += WG) {
-      uint word = 0u;
-      for (uint b = 0u; b < 4u; ++b) {
-        uint k = k0 + i * 4u + b;
-        if (k < p.K) {
-          int xq = int(clamp(roundEven(kiln_prologue(xrow + k) * inv), -127.0, 127.0));
-          word |= (uint(xq) & 0xffu) << (8u * b);
-        }
-      }
-      kiln_xq[i] = word;
-    }
+    for (uint i = lid; i < fill; i += WG) kiln_xq[i] = kiln_xword(xrow, k0 + i * 4u, inv);
     barrier();
     // 3. the invocation's columns over the segment's chunks
     for (uint c = k0 / KILN_CHUNK; c * KILN_CHUNK < k0 + kn; ++c) {

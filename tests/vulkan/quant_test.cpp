@@ -10,6 +10,10 @@
 //               over groups: (G + 2) 2^-24 sum_g |s_x scale_g isum_g| (+ 2^-11 |y| for an
 //               f16 result, 2^-8 |y| for bf16); exact integer data gives exact results; f16 activations; a
 //               fused prologue, `+ bias` and gelu as one kernel; NaN / Inf rows -> NaN.
+//   tiled       (more than quant_matvec_rows rows of x) the same checks with M = 5, 17,
+//               64, 130, N = 37 and 70 (not multiples of a tile), K = 32 / 96 / 4096 and
+//               past shared memory, every scheme; and its rows bit for bit equal to the
+//               matvec kernel's on the same rows; sizes within the device's limits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -303,7 +307,14 @@ void expect_close(const std::vector<T>& got, const qref& ref, const std::string&
   }
 }
 
-/// y = matmul(x, q) for x [M, K] on the device against the reference, one kernel.
+/// The kernel a product of M rows of x runs.
+std::string product_variant(index_t M) {
+  return M > kiln::detail::vk::quant_matvec_rows ? "vulkan.quant.tiled" : "vulkan.quant.matvec";
+}
+
+/// y = matmul(x, q) for x [M, K] on the device against the reference, one kernel (matvec
+/// or tiled by M); for the tiled kernel also its first rows against the matvec kernel's
+/// on those rows alone, bit for bit.
 template <class S, class T = float>
 void check_matvec(kiln::context<kiln::vulkan>& c, std::mt19937_64& g, index_t M, index_t N, index_t K,
                   kiln::quant_options o) {
@@ -317,12 +328,28 @@ void check_matvec(kiln::context<kiln::vulkan>& c, std::mt19937_64& g, index_t M,
   const std::vector<float> xv(xt.begin(), xt.end());
   const auto x = kiln::from_host(c, {M, K}, xt);
   auto y = kiln::empty<T>(c, {M, N});
-  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), "vulkan.quant.matvec");
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), product_variant(M)) << what;
   const std::uint64_t before = c.kernels_launched();
   y = kiln::matmul(x, q);
   EXPECT_EQ(c.kernels_launched() - before, 1u) << what;
   qref ref = ref_qmatmul<S>(xv, M, K, q.codes().to_host(), q.scales().to_host(), q.layout());
-  expect_close(y.to_host(), ref, what, std::is_same_v<T, float> ? 0.0 : std::is_same_v<T, kiln::half> ? 0x1p-11 : 0x1p-8);
+  const auto yh = y.to_host();
+  expect_close(yh, ref, what, std::is_same_v<T, float> ? 0.0 : std::is_same_v<T, kiln::half> ? 0x1p-11 : 0x1p-8);
+  const index_t R = kiln::detail::vk::quant_matvec_rows;
+  if (M > R) {
+    const auto xr = kiln::from_host(c, {R, K}, std::vector<T>(xt.begin(), xt.begin() + R * K));
+    auto yr = kiln::empty<T>(c, {R, N});
+    ASSERT_EQ(kiln::kernel_variant(kiln::matmul(xr, q)), "vulkan.quant.matvec");
+    yr = kiln::matmul(xr, q);
+    const auto rh = yr.to_host();
+    for (std::size_t i = 0; i < rh.size(); ++i) {
+      const float a = float(yh[i]), b = float(rh[i]);
+      if (!(a == b || (std::isnan(a) && std::isnan(b)))) {
+        ADD_FAILURE() << what << ": tiled y[" << i << "] = " << a << ", matvec " << b;
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -351,6 +378,30 @@ TEST_F(quant, matvec_matches_the_reference_for_every_scheme_and_shape) {
   check_matvec<qs::int8>(c, g, 2, 4099, 96, {});
 }
 
+TEST_F(quant, tiled_matches_the_reference_and_the_matvec_kernel_for_every_scheme_and_shape) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  for (index_t M : {5, 17, 64, 130}) {
+    for (index_t K : {32, 96, 4096}) {
+      const index_t N = M % 2 ? 70 : 37;
+      check_matvec<qs::int8>(c, g, M, N, K, {});
+      check_matvec<qs::int8>(c, g, M, N, K, {.group = 32});
+      check_matvec<qs::int4>(c, g, M, N, K, {.group = 32});
+      check_matvec<qs::ternary>(c, g, M, N, K, {});
+      check_matvec<qs::ternary>(c, g, M, N, K, {.per_row = true});
+    }
+    check_matvec<qs::int8>(c, g, M, 70, 4096, {.group = 64});
+    check_matvec<qs::int8>(c, g, M, 37, 4096, {.group = 128});
+    check_matvec<qs::int4>(c, g, M, 70, 4096, {.group = 64});
+    check_matvec<qs::int4>(c, g, M, 37, 4096, {.group = 128});
+    check_matvec<qs::ternary>(c, g, M, 37, 5, {});  // K below a chunk: padded codes
+    check_matvec<qs::int8>(c, g, M, 3, 100, {});
+  }
+  // several column tiles and row tiles
+  check_matvec<qs::int4>(c, g, 70, 300, 256, {.group = 64});
+  check_matvec<qs::ternary>(c, g, 9, 1100, 384, {.per_row = true});
+}
+
 TEST_F(quant, matvec_walks_a_k_past_shared_memory_in_segments) {
   auto g = kiln_test::rng();
   auto& c = ctx();
@@ -360,6 +411,10 @@ TEST_F(quant, matvec_walks_a_k_past_shared_memory_in_segments) {
   check_matvec<qs::int8>(c, g, 1, 11, K, {.group = 128});
   check_matvec<qs::int4>(c, g, 1, 11, K, {.group = 32});
   check_matvec<qs::ternary>(c, g, 2, 11, K + 5, {});
+  // the tiled kernel stages K in chunks whatever K is
+  check_matvec<qs::int8>(c, g, 6, 11, K, {.group = 128});
+  check_matvec<qs::int4>(c, g, 5, 11, K, {.group = 32});
+  check_matvec<qs::ternary>(c, g, 7, 11, K + 5, {});
 }
 
 TEST_F(quant, matvec_takes_f16_activations_and_gives_f16) {
@@ -369,6 +424,11 @@ TEST_F(quant, matvec_takes_f16_activations_and_gives_f16) {
   check_matvec<qs::int4, kiln::half>(c, g, 5, 37, 96, {.group = 32});
   check_matvec<qs::ternary, kiln::half>(c, g, 5, 37, 96, {});
   check_matvec<qs::int8, kiln::bfloat16>(c, g, 3, 37, 96, {.group = 32});
+  // the tiled kernel
+  check_matvec<qs::int8, kiln::half>(c, g, 17, 37, 4096, {});
+  check_matvec<qs::int4, kiln::half>(c, g, 64, 70, 96, {.group = 32});
+  check_matvec<qs::ternary, kiln::bfloat16>(c, g, 5, 37, 96, {});
+  check_matvec<qs::int8, kiln::bfloat16>(c, g, 130, 37, 96, {.group = 32});
 }
 
 TEST_F(quant, matvec_on_integer_data_is_exact) {
@@ -406,6 +466,61 @@ TEST_F(quant, matvec_on_integer_data_is_exact) {
   run(qs::int8{}, 2, 37, 4096, 64);
 }
 
+TEST_F(quant, tiled_on_integer_data_is_exact) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  const auto run = [&](auto scheme, index_t M, index_t N, index_t K, index_t group) {
+    using S = decltype(scheme);
+    const std::string what = std::string(S::name) + " M " + std::to_string(M) + " N " + std::to_string(N) + " K " +
+                             std::to_string(K) + " group " + std::to_string(group);
+    // weights: integers in [-qmax, qmax], each group (ternary: each row) holding a +-qmax,
+    // so the scales are 1 (ternary per row: gamma = mean |w| = 1 with codes of magnitude 1)
+    std::vector<float> wi;
+    if constexpr (std::is_same_v<S, qs::ternary>) {
+      wi = kiln_test::uniform_int<float>(g, static_cast<std::size_t>(N * K), 0, 1);
+      for (auto& v : wi) v = v ? 1.0f : -1.0f;
+    } else {
+      wi = kiln_test::uniform_int<float>(g, static_cast<std::size_t>(N * K), -S::qmax, S::qmax);
+      const index_t grp = group ? group : K;
+      for (index_t n = 0; n < N; ++n)
+        for (index_t k0 = 0; k0 < K; k0 += grp) wi[n * K + k0 + (n + k0) % grp] = (n % 2 ? -1.0f : 1.0f) * S::qmax;
+    }
+    auto xi = kiln_test::uniform_int<float>(g, static_cast<std::size_t>(M * K), -127, 127);
+    for (index_t m = 0; m < M; ++m) xi[m * K + (7 * m) % K] = m % 2 ? 127.0f : -127.0f;  // max|x| = 127: x_q = x
+    const auto q = kiln::quantize<S>(kiln::from_host(c, {N, K}, wi), options<S>(group, true));
+    for (const float sc : q.scales().to_host()) ASSERT_NEAR(sc, 1.0f, (std::is_same_v<S, qs::ternary> ? 1e-5 : 0.0)) << what;
+    const auto x = kiln::from_host(c, {M, K}, xi);
+    auto y = kiln::empty<float>(c, {M, N});
+    EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), "vulkan.quant.tiled") << what;
+    y = kiln::matmul(x, q);
+    const auto yh = y.to_host();
+    const auto scales = q.scales().to_host();
+    for (index_t m = 0; m < M; ++m) {
+      for (index_t n = 0; n < N; ++n) {
+        std::int64_t isum = 0;
+        for (index_t k = 0; k < K; ++k) isum += std::int64_t(xi[m * K + k]) * std::int64_t(wi[n * K + k]);
+        // the int32 sum, exact, times the scale (1, or ternary's gamma within rounding of 1)
+        const float want = scales[static_cast<std::size_t>(n)] * float(isum);
+        ASSERT_EQ(yh[m * N + n], want) << what << " y[" << m << ", " << n << "]";
+        if constexpr (!std::is_same_v<S, qs::ternary>) ASSERT_EQ(double(yh[m * N + n]), double(isum)) << what;
+      }
+    }
+  };
+  for (index_t M : {5, 17, 64, 130}) {
+    for (index_t K : {32, 96, 4096}) {
+      const index_t N = M % 2 ? 37 : 70;
+      run(qs::int8{}, M, N, K, 0);
+      run(qs::int8{}, M, N, K, 32);
+      run(qs::int4{}, M, N, K, 32);
+      run(qs::ternary{}, M, N, K, 0);
+    }
+    run(qs::int8{}, M, 70, 4096, 64);
+    run(qs::int8{}, M, 37, 4096, 128);
+    run(qs::int4{}, M, 70, 4096, 64);
+    run(qs::int4{}, M, 37, 4096, 128);
+  }
+}
+
 TEST_F(quant, matvec_fuses_its_prologue_and_a_bias_then_gelu_epilogue) {
   auto g = kiln_test::rng();
   auto& c = ctx();
@@ -417,6 +532,7 @@ TEST_F(quant, matvec_fuses_its_prologue_and_a_bias_then_gelu_epilogue) {
   const auto x = kiln::from_host(c, {M, K}, xh);
   const auto bias = kiln::from_host(c, {N}, bh);
   auto y = kiln::empty<float>(c, {M, N});
+  EXPECT_EQ(kiln::kernel_variant(kiln::gelu(kiln::linear(x * 0.5f, q, bias))), product_variant(M));
   const std::uint64_t before = c.kernels_launched();
   y = kiln::gelu(kiln::linear(x * 0.5f, q, bias));
   EXPECT_EQ(c.kernels_launched() - before, 1u);
@@ -443,52 +559,58 @@ TEST_F(quant, matvec_fuses_its_prologue_and_a_bias_then_gelu_epilogue) {
   expect_close(h.to_host(), rt, "bitlinear(x, q, bias) -> f16", 0x1p-11);
 }
 
-TEST_F(quant, matvec_reads_a_strided_x) {
+TEST_F(quant, matvec_and_tiled_read_a_strided_x) {
   auto g = kiln_test::rng();
   auto& c = ctx();
-  const index_t M = 3, N = 37, K = 64;
-  const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
-  const auto q = kiln::quantize<qs::int4>(kiln::from_host(c, {N, K}, wh), {.group = 32});
-  const auto th = kiln_test::uniform(g, static_cast<std::size_t>(M * K), -1.0f, 1.0f);  // x^T [K, M]
-  std::vector<float> xh(th.size());
-  for (index_t m = 0; m < M; ++m)
-    for (index_t k = 0; k < K; ++k) xh[m * K + k] = th[k * M + m];
-  const auto xt = kiln::from_host(c, {K, M}, th);
-  auto y = kiln::empty<float>(c, {M, N});
-  y = kiln::matmul(kiln::transpose(xt), q);
-  expect_close(y.to_host(), ref_qmatmul<qs::int4>(xh, M, K, q.codes().to_host(), q.scales().to_host(), q.layout()),
-               "matmul(transpose(x^T), q)");
-  // a batch of rows [2, 3, K]
-  auto y3 = kiln::empty<float>(c, {2, 3, N});
-  const auto x3h = kiln_test::uniform(g, static_cast<std::size_t>(6 * K), -1.0f, 1.0f);
-  y3 = kiln::matmul(kiln::from_host(c, {2, 3, K}, x3h), q);
-  expect_close(y3.to_host(), ref_qmatmul<qs::int4>(x3h, 6, K, q.codes().to_host(), q.scales().to_host(), q.layout()),
-               "matmul(x [2, 3, K], q)");
+  for (const index_t M : {3, 7}) {
+    const index_t N = 37, K = 64;
+    const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
+    const auto q = kiln::quantize<qs::int4>(kiln::from_host(c, {N, K}, wh), {.group = 32});
+    const auto th = kiln_test::uniform(g, static_cast<std::size_t>(M * K), -1.0f, 1.0f);  // x^T [K, M]
+    std::vector<float> xh(th.size());
+    for (index_t m = 0; m < M; ++m)
+      for (index_t k = 0; k < K; ++k) xh[m * K + k] = th[k * M + m];
+    const auto xt = kiln::from_host(c, {K, M}, th);
+    auto y = kiln::empty<float>(c, {M, N});
+    y = kiln::matmul(kiln::transpose(xt), q);
+    expect_close(y.to_host(), ref_qmatmul<qs::int4>(xh, M, K, q.codes().to_host(), q.scales().to_host(), q.layout()),
+                 "matmul(transpose(x^T), q)");
+    // a batch of rows [2, 3, K]
+    auto y3 = kiln::empty<float>(c, {2, 3, N});
+    const auto x3h = kiln_test::uniform(g, static_cast<std::size_t>(6 * K), -1.0f, 1.0f);
+    y3 = kiln::matmul(kiln::from_host(c, {2, 3, K}, x3h), q);
+    expect_close(y3.to_host(), ref_qmatmul<qs::int4>(x3h, 6, K, q.codes().to_host(), q.scales().to_host(), q.layout()),
+                 "matmul(x [2, 3, K], q)");
+  }
 }
 
-TEST_F(quant, matvec_gives_nan_for_a_row_holding_nan_or_inf) {
+TEST_F(quant, matvec_and_tiled_give_nan_for_a_row_holding_nan_or_inf) {
   auto g = kiln_test::rng();
   auto& c = ctx();
-  const index_t M = 4, N = 37, K = 96;
-  const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
-  const auto q = kiln::quantize<qs::int8>(kiln::from_host(c, {N, K}, wh));
-  auto xh = kiln_test::uniform(g, static_cast<std::size_t>(M * K), -1.0f, 1.0f);
-  xh[1 * K + 17] = std::numeric_limits<float>::quiet_NaN();
-  xh[2 * K + 95] = -std::numeric_limits<float>::infinity();
-  for (index_t k = 0; k < K; ++k) xh[3 * K + k] = 0.0f;  // all zero: outputs 0
-  auto y = kiln::empty<float>(c, {M, N});
-  y = kiln::matmul(kiln::from_host(c, {M, K}, xh), q);
-  const auto yh = y.to_host();
-  for (index_t n = 0; n < N; ++n) {
-    EXPECT_TRUE(std::isfinite(yh[n])) << n;
-    EXPECT_TRUE(std::isnan(yh[N + n])) << n;
-    EXPECT_TRUE(std::isnan(yh[2 * N + n])) << n;
-    EXPECT_EQ(yh[3 * N + n], 0.0f) << n;
+  for (const index_t M : {4, 9}) {  // rows past 4: the tiled kernel
+    const index_t N = 37, K = 96;
+    const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
+    const auto q = kiln::quantize<qs::int8>(kiln::from_host(c, {N, K}, wh));
+    auto xh = kiln_test::uniform(g, static_cast<std::size_t>(M * K), -1.0f, 1.0f);
+    xh[1 * K + 17] = std::numeric_limits<float>::quiet_NaN();
+    xh[2 * K + 95] = -std::numeric_limits<float>::infinity();
+    for (index_t k = 0; k < K; ++k) xh[3 * K + k] = 0.0f;  // all zero: outputs 0
+    auto y = kiln::empty<float>(c, {M, N});
+    EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::from_host(c, {M, K}, xh), q)), product_variant(M));
+    y = kiln::matmul(kiln::from_host(c, {M, K}, xh), q);
+    const auto yh = y.to_host();
+    for (index_t n = 0; n < N; ++n) {
+      EXPECT_TRUE(std::isfinite(yh[n])) << n;
+      EXPECT_TRUE(std::isnan(yh[N + n])) << n;
+      EXPECT_TRUE(std::isnan(yh[2 * N + n])) << n;
+      EXPECT_EQ(yh[3 * N + n], 0.0f) << n;
+    }
+    expect_close(std::vector<float>(yh.begin(), yh.begin() + N),
+                 ref_qmatmul<qs::int8>(std::vector<float>(xh.begin(), xh.begin() + K), 1, K, q.codes().to_host(),
+                                       q.scales().to_host(), q.layout()),
+                 "the finite row");
+    for (index_t n = 0; n < N * (M - 4); ++n) EXPECT_TRUE(std::isfinite(yh[4 * N + n])) << n;
   }
-  expect_close(std::vector<float>(yh.begin(), yh.begin() + N),
-               ref_qmatmul<qs::int8>(std::vector<float>(xh.begin(), xh.begin() + K), 1, K, q.codes().to_host(),
-                                     q.scales().to_host(), q.layout()),
-               "the finite row");
 }
 
 TEST_F(quant, matvec_names_the_shared_memory_limit_it_cannot_fit) {
@@ -500,7 +622,7 @@ TEST_F(quant, matvec_names_the_shared_memory_limit_it_cannot_fit) {
   EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, false}, "op", 4096, 1).nc, 1u);
   EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, true}, "op", 4096, 1).nc, 4u);
   EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, true}, "op", 1100, 1).nc, 2u);
-  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, true}, "op", 37, 5).nc, 1u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, true}, "op", 37, 4).nc, 1u);
   try {
     (void)vk::select_quant(vk::quant_kind::matvec, 4096, {64, 600}, "kiln::matmul: x is ...");
     ADD_FAILURE() << "no exception";
@@ -509,12 +631,54 @@ TEST_F(quant, matvec_names_the_shared_memory_limit_it_cannot_fit) {
   }
 }
 
+TEST_F(quant, tiled_sizes_come_from_the_device_and_fit_its_limits) {
+  namespace vk = kiln::detail::vk;
+  // the tiled kernel past quant_matvec_rows rows: GPU 64 x 64 tiles of 4 x 4, CPU 64 x 128 of
+  // 8 x 8 (float multiply-adds); fewer rows for a small M; within the device's limits
+  const auto tiled = vk::select_quant(vk::quant_kind::matvec, 4096, {1024, 32768, false}, "op", 4096, 64, 8);
+  EXPECT_EQ(tiled.name(), "vulkan.quant.tiled");
+  EXPECT_EQ(tiled.bm, 64u);
+  EXPECT_EQ(tiled.bn, 64u);
+  EXPECT_EQ(tiled.wg, 256u);
+  EXPECT_FALSE(tiled.qf);
+  const auto tcpu = vk::select_quant(vk::quant_kind::matvec, 4096, {1024, 32768, true}, "op", 4096, 64, 8);
+  EXPECT_EQ(tcpu.bn, 128u);
+  EXPECT_EQ(tcpu.tm, 8u);
+  EXPECT_TRUE(tcpu.qf);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {1024, 32768, false}, "op", 4096, 5, 8).bm, 8u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {1024, 32768, false}, "op", 4096, 4, 8).name(),
+            "vulkan.quant.matvec");
+  for (const bool cpu : {false, true}) {
+    for (const std::uint32_t inv : {64u, 128u, 256u, 1024u}) {
+      for (const std::uint32_t shm : {8192u, 16384u, 32768u, 65536u}) {
+        for (const int bits : {8, 4, 2}) {
+          for (const index_t M : {5, 17, 64, 1000}) {
+            for (const index_t K : {32, 96, 4096}) {
+              const auto t = vk::select_quant(vk::quant_kind::matvec, K, {inv, shm, cpu}, "op", 4096, M, bits);
+              if (t.kind != vk::quant_kind::tiled) continue;  // no tile fits: matvec
+              EXPECT_LE(t.wg, inv);
+              EXPECT_GE(t.wg, t.bm);
+              EXPECT_EQ(t.wg, (t.bm / t.tm) * (t.bn / t.tn));
+              EXPECT_LE(t.shared_bytes(bits), shm);
+              EXPECT_EQ(t.bk % 128, 0u);
+              EXPECT_LE(t.bk, std::max<std::uint32_t>(128, std::uint32_t(K + 127) / 128 * 128));
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {256, 16384, false}, "op", 4096, 64, 8).name(), "vulkan.quant.tiled");
+}
+
 TEST_F(quant, kernel_variants_are_named) {
   auto& c = ctx();
   const auto w = kiln::zeros<float>(c, {4, 64});
   const auto q = kiln::quantize<qs::int8>(w);
   EXPECT_EQ(kiln::kernel_variant(kiln::dequantize(q)), "vulkan.quant.dequantize");
   EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {2, 64}), q)), "vulkan.quant.matvec");
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {5, 64}), q)), "vulkan.quant.tiled");
+  EXPECT_EQ(kiln::kernel_variant(kiln::gelu(kiln::linear(kiln::zeros<float>(c, {2, 40, 64}), q))), "vulkan.quant.tiled");
   const auto d = kiln::dequantize(q);
   (void)d;
 }

@@ -1046,81 +1046,28 @@ void main() {
 }
 )kiln_glsl";
 
-/// quant/dequantize.comp
-inline constexpr std::string_view quant_dequantize = R"kiln_glsl(// kernels/quant/dequantize.comp — kiln::dequantize: one invocation per code word
-// t = n * words + w (ops/quant/scheme.hpp's format): bytes j0 .. j0 + 3 of chunk
-// c = w / 8 (j0 = 4 (w % 8)), field s of byte j weight c * CHUNK + 32 s + j; each weight
-// (k < K) is (code - OFFSET) * scale of its group (one a field: its four weights lie in
-// one group), through the epilogue at n * K + k. Generated before it (codegen/quant.hpp):
-// the parameter block `p`, the hooks kiln_prologue (the codes, int word at t),
-// kiln_epilogue and kiln_scale (element e of the scales).
-layout(local_size_x_id = 2) in;
-layout(constant_id = 2) const uint WG = 64;
-layout(constant_id = 3) const uint SEG = 128;  // unused here
+/// quant/common.comp
+inline constexpr std::string_view quant_common = R"kiln_glsl(// kernels/quant/common.comp — what the quantized-product kernels (matvec.comp, tiled.comp)
+// share, so that both give the same bits: the code layout's constants, the row scale of
+// x by exact division, and x quantized to int8 four weights a word. A fragment after the
+// generated part (kiln_prologue, KILN_BITS, KILN_OFFSET) and before the kernel.
+//   kiln_row_scale  from max|x_m| and whether the row holds a NaN or an infinity: inv =
+//                   127 / max|x_m| and the row's scale max|x_m| / 127 as correctly
+//                   rounded divisions (kiln_div, in integers: a GPU's division need not be
+//                   exact, and the CPU kernels divide in IEEE arithmetic); a NaN / Inf row
+//                   gets inv = 0 and scale NaN (its outputs are NaN), an all-zero row 0, 0
+//   kiln_xword      x_q = clamp(roundEven(x * inv), -127, 127) of weights k .. k + 3 of
+//                   the row starting at position xrow (0 past K), little-endian bytes
 
-#define KILN_FIELDS (8u / uint(KILN_BITS))
-#define KILN_CHUNK (32u * KILN_FIELDS)
-
-void main() {
-  uint t = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationIndex;
-  if (t >= p.rows * p.words) return;
-  uint n = t / p.words, w = t - n * p.words;
-  uint k0 = (w >> 3) * KILN_CHUNK + (w & 7u) * 4u;
-  if (k0 >= p.K) return;  // a word of padding
-  uint word = uint(kiln_prologue(t));
-  for (uint s = 0u; s < KILN_FIELDS; ++s) {
-    uint ks = k0 + 32u * s;
-    if (ks >= p.K) break;
-    float scale = kiln_scale(n * p.srs + ks / p.group);
-    for (uint b = 0u; b < 4u && ks + b < p.K; ++b) {
-      uint code = bitfieldExtract(word, int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
-      kiln_epilogue(KILN_RESULT(float(int(code) - KILN_OFFSET) * scale), n * p.K + ks + b);
-    }
-  }
-}
-)kiln_glsl";
-
-/// quant/matvec.comp
-inline constexpr std::string_view quant_matvec = R"kiln_glsl(// kernels/quant/matvec.comp — x [..., K] times a quantized [N, K] weight's transpose
-// (kiln::matmul / linear / bitlinear with a qtensor; ops/quant/qmatmul.hpp gives the
-// formula): one workgroup per (row m of x, block of WG * NC output columns), numbered
-// gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x = m * tiles + block.
-//   1. max|x_m| over the row through the prologue (a shared-memory tree), and whether
-//      the row holds a NaN or an infinity (then inv = 0 and the row's scale is NaN, so
-//      its outputs are NaN); inv = 127 / max|x_m| and the row's scale max|x_m| / 127 are
-//      correctly rounded divisions (kiln_div, in integers: a GPU's division need not be
-//      exact, and the CPU kernels divide in IEEE arithmetic).
-//   2. the row quantized to int8, x_q = clamp(roundEven(x * inv), -127, 127), four a
-//      word into shared memory, SEG weights at a time (specialisation constant 3, a
-//      multiple of 128: all of K when it fits, else K in segments, x re-read per segment).
-//   3. invocation i takes columns n_j = block * WG * NC + j * WG + i (j < NC, specialisation
-//      constant 4: each x word read and unpacked once for NC columns): codes read as uvec4 words, each
-//      field unpacked with a shift and a mask (code - OFFSET: int8 and int4 by an XOR
-//      with the offset and a sign-extending extract, ternary by a subtraction), int32
-//      sums per 32-weight field block, added up per scale group and converted to float
-//      once per group: acc += scale[n, g] * float(isum_g); the output is
-//      row scale * acc through the epilogue, once.
-// Generated before it (codegen/quant.hpp): the parameter block `p` (rows = M), the hooks
-// kiln_prologue (x at m * K + k), kiln_epilogue, kiln_code4 (code words w .. w + 3 of
-// the codes) and kiln_scale (element e of the scales).
-layout(local_size_x_id = 2) in;
-layout(constant_id = 2) const uint WG = 64;
-layout(constant_id = 3) const uint SEG = 128;
-layout(constant_id = 4) const uint NC = 1;  // output columns per invocation
-
-#define KILN_FIELDS (8u / uint(KILN_BITS))
-#define KILN_CHUNK (32u * KILN_FIELDS)
+#define KILN_FIELDS (8u / uint(KILN_BITS))  // fields a code byte
+#define KILN_CHUNK (32u * KILN_FIELDS)       // weights a 32-byte chunk of codes
 #if KILN_BITS == 8
-#define KILN_FLIP 0x80808080u
+#define KILN_FLIP 0x80808080u  // XOR with it: the stored (unsigned) codes as two's complement
 #elif KILN_BITS == 4
 #define KILN_FLIP 0x88888888u
 #else
 #define KILN_FLIP 0u
 #endif
-
-shared uint kiln_xq[SEG / 4u];  // x_q of the segment, four int8 a word (little-endian)
-shared float kiln_max[WG];
-shared uint kiln_bad[WG];
 
 // a (finite, > 0) as m * 2^e with m in [2^23, 2^24)
 uint kiln_split(float a, out int e) {
@@ -1171,6 +1118,93 @@ float kiln_div(float a, float b) {
   return uintBitsToFloat(uint(be) << 23u | (sig & 0x7fffffu));
 }
 
+void kiln_row_scale(float amax, uint bad, out float inv, out float xscale) {
+  inv = 0.0;
+  xscale = 0.0;
+  if (bad != 0u) {
+    xscale = uintBitsToFloat(0x7fc00000u);  // NaN
+  } else if (amax > 0.0) {
+    inv = kiln_div(127.0, amax);
+    xscale = kiln_div(amax, 127.0);
+  }
+}
+
+uint kiln_xword(uint xrow, uint k, float inv) {
+  uint word = 0u;
+  for (uint b = 0u; b < 4u; ++b) {
+    if (k + b < p.K) {
+      int xq = int(clamp(roundEven(kiln_prologue(xrow + k + b) * inv), -127.0, 127.0));
+      word |= (uint(xq) & 0xffu) << (8u * b);
+    }
+  }
+  return word;
+}
+)kiln_glsl";
+
+/// quant/dequantize.comp
+inline constexpr std::string_view quant_dequantize = R"kiln_glsl(// kernels/quant/dequantize.comp — kiln::dequantize: one invocation per code word
+// t = n * words + w (ops/quant/scheme.hpp's format): bytes j0 .. j0 + 3 of chunk
+// c = w / 8 (j0 = 4 (w % 8)), field s of byte j weight c * CHUNK + 32 s + j; each weight
+// (k < K) is (code - OFFSET) * scale of its group (one a field: its four weights lie in
+// one group), through the epilogue at n * K + k. Generated before it (codegen/quant.hpp):
+// the parameter block `p`, the hooks kiln_prologue (the codes, int word at t),
+// kiln_epilogue and kiln_scale (element e of the scales).
+layout(local_size_x_id = 2) in;
+layout(constant_id = 2) const uint WG = 64;
+layout(constant_id = 3) const uint SEG = 128;  // unused here
+
+#define KILN_FIELDS (8u / uint(KILN_BITS))
+#define KILN_CHUNK (32u * KILN_FIELDS)
+
+void main() {
+  uint t = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationIndex;
+  if (t >= p.rows * p.words) return;
+  uint n = t / p.words, w = t - n * p.words;
+  uint k0 = (w >> 3) * KILN_CHUNK + (w & 7u) * 4u;
+  if (k0 >= p.K) return;  // a word of padding
+  uint word = uint(kiln_prologue(t));
+  for (uint s = 0u; s < KILN_FIELDS; ++s) {
+    uint ks = k0 + 32u * s;
+    if (ks >= p.K) break;
+    float scale = kiln_scale(n * p.srs + ks / p.group);
+    for (uint b = 0u; b < 4u && ks + b < p.K; ++b) {
+      uint code = bitfieldExtract(word, int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
+      kiln_epilogue(KILN_RESULT(float(int(code) - KILN_OFFSET) * scale), n * p.K + ks + b);
+    }
+  }
+}
+)kiln_glsl";
+
+/// quant/matvec.comp
+inline constexpr std::string_view quant_matvec = R"kiln_glsl(// kernels/quant/matvec.comp — x [..., K] times a quantized [N, K] weight's transpose
+// (kiln::matmul / linear / bitlinear with a qtensor; ops/quant/qmatmul.hpp gives the
+// formula): one workgroup per (row m of x, block of WG * NC output columns), numbered
+// gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x = m * tiles + block.
+//   1. max|x_m| over the row through the prologue (a shared-memory tree), and whether
+//      the row holds a NaN or an infinity; inv and the row's scale from kiln_row_scale
+//      (common.comp: exact divisions; a NaN / Inf row's outputs are NaN).
+//   2. the row quantized to int8, x_q = clamp(roundEven(x * inv), -127, 127), four a
+//      word into shared memory, SEG weights at a time (specialisation constant 3, a
+//      multiple of 128: all of K when it fits, else K in segments, x re-read per segment).
+//   3. invocation i takes columns n_j = block * WG * NC + j * WG + i (j < NC, specialisation
+//      constant 4: each x word read and unpacked once for NC columns): codes read as uvec4 words, each
+//      field unpacked with a shift and a mask (code - OFFSET: int8 and int4 by an XOR
+//      with the offset and a sign-extending extract, ternary by a subtraction), int32
+//      sums per 32-weight field block, added up per scale group and converted to float
+//      once per group: acc += scale[n, g] * float(isum_g); the output is
+//      row scale * acc through the epilogue, once.
+// Generated before it (codegen/quant.hpp): the parameter block `p` (rows = M), the hooks
+// kiln_prologue (x at m * K + k), kiln_epilogue, kiln_code4 (code words w .. w + 3 of
+// the codes) and kiln_scale (element e of the scales); then common.comp.
+layout(local_size_x_id = 2) in;
+layout(constant_id = 2) const uint WG = 64;
+layout(constant_id = 3) const uint SEG = 128;
+layout(constant_id = 4) const uint NC = 1;  // output columns per invocation
+
+shared uint kiln_xq[SEG / 4u];  // x_q of the segment, four int8 a word (little-endian)
+shared float kiln_max[WG];
+shared uint kiln_bad[WG];
+
 void main() {
   uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
   uint m = task / p.tiles, block = task - m * p.tiles;
@@ -1196,15 +1230,8 @@ void main() {
     }
     barrier();
   }
-  amax = kiln_max[0];
-  bad = kiln_bad[0];
-  float inv = 0.0, xscale = 0.0;
-  if (bad != 0u) {
-    xscale = uintBitsToFloat(0x7fc00000u);  // NaN
-  } else if (amax > 0.0) {
-    inv = kiln_div(127.0, amax);
-    xscale = kiln_div(amax, 127.0);
-  }
+  float inv, xscale;
+  kiln_row_scale(kiln_max[0], kiln_bad[0], inv, xscale);
 
   // columns n_j = block * WG * NC + j * WG + lid; one past N computes on row 0 and is dropped
   uint cbase[NC], sbase[NC];
@@ -1223,17 +1250,7 @@ void main() {
     uint fill = min(SEG, (kn + KILN_CHUNK - 1u) / KILN_CHUNK * KILN_CHUNK) / 4u;  // whole chunks' x words
     // 2. x_q of the segment
     barrier();  // the previous segment's reads are done
-    for (uint i = lid; i < fill; i += WG) {
-      uint word = 0u;
-      for (uint b = 0u; b < 4u; ++b) {
-        uint k = k0 + i * 4u + b;
-        if (k < p.K) {
-          int xq = int(clamp(roundEven(kiln_prologue(xrow + k) * inv), -127.0, 127.0));
-          word |= (uint(xq) & 0xffu) << (8u * b);
-        }
-      }
-      kiln_xq[i] = word;
-    }
+    for (uint i = lid; i < fill; i += WG) kiln_xq[i] = kiln_xword(xrow, k0 + i * 4u, inv);
     barrier();
     // 3. the invocation's columns over the segment's chunks
     for (uint c = k0 / KILN_CHUNK; c * KILN_CHUNK < k0 + kn; ++c) {
@@ -1325,6 +1342,196 @@ void main() {
     }
   }
   kiln_epilogue(KILN_RESULT(int(word)), t);
+}
+)kiln_glsl";
+
+/// quant/tiled.comp
+inline constexpr std::string_view quant_tiled = R"kiln_glsl(// kernels/quant/tiled.comp — x [..., K] times a quantized [N, K] weight's transpose for
+// more rows of x than the matvec kernel takes (prefill, a batch; ops/quant/qmatmul.hpp
+// gives the formula, matvec.comp the same arithmetic a row at a time): one workgroup per
+// tile of BM rows of x by BN output columns, numbered gl_WorkGroupID.y *
+// gl_NumWorkGroups.x + gl_WorkGroupID.x = tile row * tiles + tile column.
+//   1. max|x_m| of the tile's rows through the prologue, WG / BM invocations a row (a
+//      shared-memory tree each), then inv and the row scale per row (kiln_row_scale,
+//      common.comp: exact divisions, NaN / Inf rows give NaN outputs).
+//   2. K in chunks of BK weights (a multiple of 128): the BM rows' x_q (kiln_xword, x
+//      re-read per chunk) and the BN weight rows' code words (uvec4 reads, the offset
+//      flipped out) staged in shared memory, rows padded by a word (GPU banks).
+//   3. invocation (ty, tx) takes rows ty + i * (BM / TM) and columns tx + j * (BN / TN),
+//      i < TM, j < TN (register blocking: each staged word read and unpacked once for
+//      TN or TM outputs): int32 sums per scale group over 32-weight field blocks, as
+//      matvec.comp; KILN_QF 1 (CPU devices) multiplies the unpacked codes as floats with
+//      a fused multiply-add and converts each field block's sum (an integer below 2^24:
+//      at most 32 products of 127 * 127, so exact) to int: the same int32 sums. Each
+//      group's sum is converted to float once: acc += scale[n, g] * float(isum_g); the
+//      output is row scale * acc through the epilogue, once.
+// Rows past M and columns past N stage zeros and are not stored; code words past a
+// row's end stage zeros against x_q = 0.
+// Generated before it (codegen/quant.hpp): the parameter block `p` (rows = M, tiles =
+// column tiles), the hooks kiln_prologue (x at m * K + k), kiln_epilogue, kiln_code4
+// (code words w .. w + 3, w a multiple of 4) and kiln_scale; then common.comp.
+layout(local_size_x_id = 2) in;
+layout(constant_id = 2) const uint WG = 256;  // (BM / TM) * (BN / TN), at least BM
+layout(constant_id = 3) const uint BM = 64;   // rows of x a tile
+layout(constant_id = 4) const uint BN = 64;   // output columns a tile
+layout(constant_id = 5) const uint BK = 128;  // weights of K staged at a time (a multiple of 128)
+layout(constant_id = 6) const uint TM = 4;    // rows an invocation
+layout(constant_id = 7) const uint TN = 4;    // columns an invocation
+
+const uint XS = BK / 4u + 1u;                  // words a staged x row
+const uint WQ = BK * uint(KILN_BITS) / 128u;   // uvec4 code words a weight row per chunk of K
+const uint WS = WQ + 1u;
+const uint LANES = WG / BM;                    // invocations a row in step 1
+
+shared uint kiln_xq[BM * XS];
+shared uvec4 kiln_wq[BN * WS];
+shared float kiln_max[WG];
+shared uint kiln_bad[WG];
+shared float kiln_inv[BM];
+shared float kiln_xsc[BM];
+
+void main() {
+  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint tm = task / p.tiles, tn = task - tm * p.tiles;
+  uint m0 = tm * BM, n0 = tn * BN;
+  if (m0 >= p.rows) return;  // whole workgroups: uniform
+  uint lid = gl_LocalInvocationIndex;
+
+  // 1. max|x_m| of the tile's rows
+  {
+    uint r = lid / LANES, lane = lid - r * LANES;
+    float amax = 0.0;
+    uint bad = 0u;
+    if (m0 + r < p.rows) {
+      uint xrow = (m0 + r) * p.K;
+      for (uint k = lane; k < p.K; k += LANES) {
+        float a = abs(kiln_prologue(xrow + k));
+        if (isnan(a) || isinf(a)) bad = 1u;
+        else amax = max(amax, a);
+      }
+    }
+    kiln_max[lid] = amax;
+    kiln_bad[lid] = bad;
+    barrier();
+    for (uint w = LANES / 2u; w > 0u; w >>= 1u) {
+      if (lane < w) {
+        kiln_max[lid] = max(kiln_max[lid], kiln_max[lid + w]);
+        kiln_bad[lid] |= kiln_bad[lid + w];
+      }
+      barrier();
+    }
+    if (lid < BM) {
+      float inv, xscale;
+      kiln_row_scale(kiln_max[lid * LANES], kiln_bad[lid * LANES], inv, xscale);
+      kiln_inv[lid] = inv;
+      kiln_xsc[lid] = xscale;
+    }
+    barrier();
+  }
+
+  uint tx = lid % (BN / TN), ty = lid / (BN / TN);
+  uint sbase[TN];  // the columns' first scales (a column past N reads row 0's)
+  [[unroll]] for (uint j = 0u; j < TN; ++j) {
+    uint n = n0 + tx + j * (BN / TN);
+    sbase[j] = (n < p.N ? n : 0u) * p.srs;
+  }
+  float acc[TM * TN];
+  int gsum[TM * TN];  // the current scale group's integer sums
+  [[unroll]] for (uint i = 0u; i < TM * TN; ++i) {
+    acc[i] = 0.0;
+    gsum[i] = 0;
+  }
+  uint gidx = 0u, gend = min(p.group, p.K);  // the current group's index and end (exclusive)
+  for (uint k0 = 0u; k0 < p.K; k0 += BK) {
+    // 2. stage x_q and the code words of the chunk
+    barrier();  // the previous chunk's reads are done
+    for (uint i = lid; i < BM * (BK / 4u); i += WG) {
+      uint r = i / (BK / 4u), w = i - r * (BK / 4u);
+      uint m = m0 + r;
+      kiln_xq[r * XS + w] = m < p.rows ? kiln_xword(m * p.K, k0 + 4u * w, kiln_inv[r]) : 0u;
+    }
+    uint cw0 = k0 / 32u * uint(KILN_BITS);  // the chunk's first code word in a row
+    for (uint i = lid; i < BN * WQ; i += WG) {
+      uint r = i / WQ, q = i - r * WQ;
+      uint n = n0 + r, w = cw0 + 4u * q;
+      uvec4 v = uvec4(0u);
+      if (n < p.N && w < p.words) v = kiln_code4(n * p.words + w) ^ uvec4(KILN_FLIP);
+      kiln_wq[r * WS + q] = v;
+    }
+    barrier();
+    // 3. the invocation's outputs over the chunk's field blocks
+    uint kn = min(BK, p.K - k0);
+    for (uint c = 0u; c * KILN_CHUNK < kn; ++c) {
+      for (uint s = 0u; s < KILN_FIELDS; ++s) {
+        uint ks = k0 + c * KILN_CHUNK + 32u * s;  // the field block's first weight
+        if (ks >= p.K) break;                     // uniform
+#if KILN_QF
+        float part[TM * TN];
+        [[unroll]] for (uint i = 0u; i < TM * TN; ++i) part[i] = 0.0;
+#endif
+        [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+          uvec4 wv[TN];
+          [[unroll]] for (uint j = 0u; j < TN; ++j) wv[j] = kiln_wq[(tx + j * (BN / TN)) * WS + c * 2u + h];
+          [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+            uint xw = c * (KILN_CHUNK / 4u) + 8u * s + 4u * h + e;  // the x word of code word 4h + e, field s
+#if KILN_QF
+            float xv[TM * 4u];
+#else
+            int xv[TM * 4u];
+#endif
+            [[unroll]] for (uint i = 0u; i < TM; ++i) {
+              int x4 = int(kiln_xq[(ty + i * (BM / TM)) * XS + xw]);
+              [[unroll]] for (uint b = 0u; b < 4u; ++b) {
+#if KILN_QF
+                xv[i * 4u + b] = float(bitfieldExtract(x4, int(8u * b), 8));
+#else
+                xv[i * 4u + b] = bitfieldExtract(x4, int(8u * b), 8);
+#endif
+              }
+            }
+            [[unroll]] for (uint j = 0u; j < TN; ++j) {
+              uint cw = wv[j][e];
+              [[unroll]] for (uint b = 0u; b < 4u; ++b) {
+#if KILN_BITS == 2
+                int cv = int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
+#else
+                int cv = bitfieldExtract(int(cw), int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
+#endif
+#if KILN_QF
+                float cf = float(cv);
+                [[unroll]] for (uint i = 0u; i < TM; ++i) part[i * TN + j] = fma(xv[i * 4u + b], cf, part[i * TN + j]);
+#else
+                [[unroll]] for (uint i = 0u; i < TM; ++i) gsum[i * TN + j] += xv[i * 4u + b] * cv;
+#endif
+              }
+            }
+          }
+        }
+#if KILN_QF
+        [[unroll]] for (uint i = 0u; i < TM * TN; ++i) gsum[i] += int(part[i]);
+#endif
+        if (ks + 32u >= gend) {  // the scale group ends with this field block
+          [[unroll]] for (uint j = 0u; j < TN; ++j) {
+            float sc = kiln_scale(sbase[j] + gidx);
+            [[unroll]] for (uint i = 0u; i < TM; ++i) {
+              acc[i * TN + j] += sc * float(gsum[i * TN + j]);
+              gsum[i * TN + j] = 0;
+            }
+          }
+          ++gidx;
+          gend = min(gend + p.group, p.K);
+        }
+      }
+    }
+  }
+  [[unroll]] for (uint i = 0u; i < TM; ++i) {
+    uint r = ty + i * (BM / TM), m = m0 + r;
+    float xscale = kiln_xsc[r];
+    [[unroll]] for (uint j = 0u; j < TN; ++j) {
+      uint n = n0 + tx + j * (BN / TN);
+      if (m < p.rows && n < p.N) kiln_epilogue(KILN_RESULT(xscale * acc[i * TN + j]), m * p.N + n);
+    }
+  }
 }
 )kiln_glsl";
 
@@ -1696,9 +1903,11 @@ inline constexpr embedded_kernel all[] = {
     {"gemm_tiled", gemm_tiled},
     {"position_embedding", position_embedding},
     {"position_rope", position_rope},
+    {"quant_common", quant_common},
     {"quant_dequantize", quant_dequantize},
     {"quant_matvec", quant_matvec},
     {"quant_pack", quant_pack},
+    {"quant_tiled", quant_tiled},
     {"reduce_columns", reduce_columns},
     {"reduce_ops", reduce_ops},
     {"reduce_rows", reduce_rows},

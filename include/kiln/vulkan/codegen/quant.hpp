@@ -13,14 +13,21 @@
 //               weights when K does not fit the device's shared memory), then each
 //               invocation takes NC output columns: integer dot products over its weight
 //               row read as uvec4 words, int32 sums per scale group, one float per group
+//   tiled       for more than quant_matvec_rows rows of x: one workgroup per tile of BM
+//               rows of x by BN columns, x_q and the code words staged in shared memory in
+//               chunks of BK weights of K, TM x TN outputs an invocation (register
+//               blocking), the same int32 sums per scale group and rescaling as matvec
+//               (both kernels take the row scale and x_q from kernels/quant/common.comp,
+//               so their results agree bit for bit)
 //
-// The family's parameter block: rows (N, or M for matvec), N, K, words (code words per
-// row), group (weights per scale; K for one per row or tensor), srs (the scales' row
-// stride: G, or 0 for one per tensor), tiles (matvec: column blocks per row of x), then
-// the input's members, then coff (matvec: the codes' first element) and soff (the
-// scales'). Hooks: float kiln_scale(uint e) (scale element e); matvec also
-// uvec4 kiln_code4(uint w) (code words w .. w + 3 of the codes, w a multiple of 4).
-// Sizes (WG, SEG, NC) are specialisation constants; the whole source is the cache key.
+// The family's parameter block: rows (N, or M for the products), N, K, words (code words
+// per row), group (weights per scale; K for one per row or tensor), srs (the scales' row
+// stride: G, or 0 for one per tensor), tiles (matvec: column blocks per row of x; tiled:
+// column tiles), then the input's members, then coff (the products: the codes' first
+// element) and soff (the scales'). Hooks: float kiln_scale(uint e) (scale element e);
+// the products also uvec4 kiln_code4(uint w) (code words w .. w + 3 of the codes, w a
+// multiple of 4). Sizes (WG, SEG, NC; tiled: WG, BM, BN, BK, TM, TN) are specialisation
+// constants; the whole source is the cache key.
 #pragma once
 
 #include <algorithm>
@@ -44,7 +51,16 @@
 
 namespace kiln::detail::vk {
 
-enum class quant_kind : std::uint8_t { pack = 1, dequantize = 2, matvec = 3 };
+enum class quant_kind : std::uint8_t { pack = 1, dequantize = 2, matvec = 3, tiled = 4 };
+
+/// matmul / linear / bitlinear with a qtensor (matvec or tiled).
+constexpr bool is_quant_product(quant_kind k) { return k == quant_kind::matvec || k == quant_kind::tiled; }
+
+/// Rows of x up to which a quantized product runs the matvec kernel; more take the tiled
+/// one. lavapipe, x [M, 4096] times [4096, 4096]^T int8 / int4 / ternary: M = 4 matvec
+/// 70 / 59 / 45 ms, tiled 90 / 84 / 59 (a tile of 8 rows); M = 6 about even; M = 8
+/// matvec 158 / 117 / 89, tiled 92 / 92 / 63.
+inline constexpr index_t quant_matvec_rows = 4;
 
 /// The quant-family op Op as a kind and its scheme.
 template <class Op>
@@ -69,7 +85,8 @@ struct vk_quant_op<qmatmul_op<S>> {
 struct quant_device {
   std::uint32_t max_invocations = 256;  // min(maxComputeWorkGroupInvocations, Size[0])
   std::uint32_t shared_bytes = 16384;   // maxComputeSharedMemorySize
-  bool cpu = false;                     // a CPU device (lavapipe): several columns per invocation
+  bool cpu = false;                     // a CPU device (lavapipe): several columns per invocation,
+                                        // the tiled kernel's products as float multiply-adds
 };
 
 /// A chosen kernel and its sizes.
@@ -78,17 +95,31 @@ struct quant_choice {
   std::uint32_t wg = 64;    // invocations per workgroup (a power of two)
   std::uint32_t seg = 128;  // matvec: weights of x's row held in shared memory at a time (a multiple of 128)
   std::uint32_t nc = 1;     // matvec: output columns per invocation
+  // tiled: rows of x and columns a workgroup, weights of K staged at a time (a multiple of
+  // 128), rows and columns an invocation; wg = (bm / tm) * (bn / tn) >= bm
+  std::uint32_t bm = 64, bn = 64, bk = 128, tm = 4, tn = 4;
+  bool qf = false;  // tiled: the products as float multiply-adds (exact; CPU devices)
 
-  /// Shared memory the matvec kernel declares, in bytes.
-  std::uint32_t shared_bytes() const { return kind == quant_kind::matvec ? seg + wg * 8 : 0; }
-  /// Specialisation constants 2, 3, 4 of the kernel (kernels/quant/*.comp).
-  std::vector<std::uint32_t> constants() const { return {wg, seg, nc}; }
+  /// Shared memory the matvec or tiled kernel declares for codes of `bits` bits, in bytes.
+  std::uint32_t shared_bytes(int bits = 8) const {
+    if (kind == quant_kind::matvec) return seg + wg * 8;
+    if (kind == quant_kind::tiled) {
+      return bm * (bk / 4 + 1) * 4 + bn * (bk * std::uint32_t(bits) / 128 + 1) * 16 + wg * 8 + bm * 8;
+    }
+    return 0;
+  }
+  /// Specialisation constants 2, 3, ... of the kernel (kernels/quant/*.comp).
+  std::vector<std::uint32_t> constants() const {
+    if (kind == quant_kind::tiled) return {wg, bm, bn, bk, tm, tn};
+    return {wg, seg, nc};
+  }
   /// kiln::kernel_variant's name.
   std::string name() const {
     switch (kind) {
       case quant_kind::pack: return "vulkan.quant.pack";
       case quant_kind::dequantize: return "vulkan.quant.dequantize";
       case quant_kind::matvec: return "vulkan.quant.matvec";
+      case quant_kind::tiled: return "vulkan.quant.tiled";
     }
     return {};
   }
@@ -102,17 +133,54 @@ inline std::uint32_t pow2_at_most(std::uint32_t v) {
   return p;
 }
 
+/// The tiled product's sizes for M rows of x, K weights a row and codes of `bits` bits on
+/// dev, or false where no tile fits the device (then the matvec kernel runs). GPUs: tiles
+/// of 64 rows by 64 columns, 4 x 4 outputs an invocation (256 invocations); CPU devices:
+/// 64 by 128, 8 x 8 (128 invocations: lavapipe runs an invocation's outputs from
+/// registers, the larger block reads and unpacks fewer words per product; on
+/// [64, 4096] x int8 [4096, 4096]^T 4 x 4 took 1.6 times as long). Fewer rows for a
+/// smaller M (the next power of two, at least 8); halved while the workgroup passes the
+/// device's invocations or shared memory (kept to 32 KiB), with at least bm invocations
+/// (step 1 of the kernel). K is staged 512, 256 or 128 weights at a time, the largest
+/// that fits (no more than K needs).
+inline bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits, const quant_device& dev) {
+  c.tm = c.tn = dev.cpu ? 8 : 4;
+  c.bn = dev.cpu ? 128 : 64;
+  c.bm = 8;
+  while (c.bm < 64 && index_t(c.bm) < M) c.bm *= 2;
+  const std::uint32_t budget = std::min<std::uint32_t>(dev.shared_bytes, 32768);
+  const auto kmax = static_cast<std::uint32_t>(std::min<std::uint64_t>((std::uint64_t(std::max<index_t>(K, 1)) + 127) / 128 * 128, 512));
+  const auto fits = [&](const quant_choice& t) { return t.shared_bytes(bits) <= budget; };
+  for (;;) {
+    c.wg = (c.bm / c.tm) * (c.bn / c.tn);
+    c.bk = 128;
+    for (quant_choice t = c; t.bk * 2 <= kmax && (t.bk *= 2, fits(t));) c.bk = t.bk;
+    if (c.wg >= c.bm && c.wg <= dev.max_invocations && fits(c)) return true;
+    if (c.bn / c.tn > c.tm && c.bn >= c.bm) c.bn /= 2;  // keeps wg >= bm: bn / tn >= tm
+    else if (c.bm > c.tm) c.bm /= 2;
+    else return false;
+  }
+}
+
 }  // namespace quant_detail
 
-/// The kernel and sizes for kind over K weights a row, N columns and M rows of x (matvec)
-/// on device dev; what: the operands, for errors (kiln::shader_error when the device's
-/// shared memory cannot hold the smallest segment of the matvec kernel). On a CPU device
-/// an invocation takes up to 4 columns (each x word read and unpacked once for all of
-/// them), while at least 8 workgroups remain.
+/// The kernel and sizes for kind over K weights a row, N columns and M rows of x (the
+/// products, with codes of `bits` bits) on device dev; what: the operands, for errors
+/// (kiln::shader_error when the device's shared memory cannot hold the smallest segment
+/// of the matvec kernel). A product of more than quant_matvec_rows rows runs the tiled
+/// kernel (tiled_quant_sizes; on a CPU device with float multiply-adds), else matvec. On
+/// a CPU device a matvec invocation takes up to 4 columns (each x word read and unpacked
+/// once for all of them), while at least 8 workgroups remain.
 inline quant_choice select_quant(quant_kind kind, index_t K, const quant_device& dev, const std::string& what,
-                                 index_t N = 0, index_t M = 1) {
+                                 index_t N = 0, index_t M = 1, int bits = 8) {
   quant_choice c;
   c.kind = kind;
+  if (kind == quant_kind::matvec && M > quant_matvec_rows) {
+    quant_choice t = c;
+    t.kind = quant_kind::tiled;
+    t.qf = dev.cpu;
+    if (quant_detail::tiled_quant_sizes(t, M, K, bits, dev)) return t;
+  }
   c.wg = quant_detail::pow2_at_most(std::clamp<std::uint32_t>(dev.max_invocations, 1, kind == quant_kind::matvec ? 64 : 128));
   if (kind != quant_kind::matvec) return c;
   // x's row as int8: all of it when it fits, else the largest whole number of 128-weight
@@ -144,7 +212,8 @@ struct quant_plan {
   structural_plan base;  // operands: the prologue's, the epilogue's; params: scales (pack: reciprocals), matvec: codes then scales
   quant_kind kind = quant_kind::pack;
   int bits = 8, offset = 128, qmax = 127;
-  bool codes4 = false;  // matvec: the codes read as uvec4 (their first element a multiple of 4)
+  bool codes4 = false;  // the products: the codes read as uvec4 (their first element a multiple of 4)
+  bool qf = false;      // tiled: float multiply-adds (quant_choice::qf)
 };
 
 inline std::string quant_plan_key(const quant_plan& q) {
@@ -153,6 +222,7 @@ inline std::string quant_plan_key(const quant_plan& q) {
   k += static_cast<char>(q.kind);
   k += static_cast<char>(q.bits);
   k += static_cast<char>(q.codes4);
+  k += static_cast<char>(q.qf);
   return k;
 }
 
@@ -161,19 +231,22 @@ inline structural_family_text quant_family_text(const quant_plan& q, std::string
   using structural_text::load;
   const structural_plan& sp = q.base;
   structural_family_text f;
-  static constexpr const char* kinds[] = {"", "pack", "dequantize", "matvec"};
+  static constexpr const char* kinds[] = {"", "pack", "dequantize", "matvec", "tiled"};
+  const bool product = is_quant_product(q.kind);
   f.comment = std::string("// quant ") + kinds[static_cast<int>(q.kind)] + ", " + std::to_string(q.bits) + "-bit codes" +
-              (q.codes4 ? ", uvec4 code reads" : "") + (sp.params_buffer ? "; parameter buffer" : "") +
+              (q.codes4 ? ", uvec4 code reads" : "") + (q.qf ? ", float multiply-adds" : "") +
+              (sp.params_buffer ? "; parameter buffer" : "") +
               "; sizes are specialisation constants\n";
   auto def = [&](std::string_view name, const std::string& v) { f.defines += "#define " + std::string(name) + " " + v + "\n"; };
-  if (q.kind == quant_kind::matvec) f.extensions += "#extension GL_EXT_control_flow_attributes : require\n";  // [[unroll]]
+  if (product) f.extensions += "#extension GL_EXT_control_flow_attributes : require\n";  // [[unroll]]
   def("KILN_BITS", std::to_string(q.bits));
+  if (q.kind == quant_kind::tiled) def("KILN_QF", q.qf ? "1" : "0");
   def("KILN_OFFSET", std::to_string(q.offset));
   def("KILN_QMAX", std::to_string(q.qmax));
   def("KILN_RESULT", std::string(result_type));
   f.members = "  uint rows;\n  uint N;\n  uint K;\n  uint words;\n  uint group;\n  uint srs;\n  uint tiles;\n";
-  const operand_plan& scales = sp.params[q.kind == quant_kind::matvec ? 1 : 0];
-  if (q.kind == quant_kind::matvec) {
+  const operand_plan& scales = sp.params[product ? 1 : 0];
+  if (product) {
     const operand_plan& codes = sp.params[0];
     const std::string cb = std::to_string(codes.binding);
     f.param_members = "  uint coff;\n";
@@ -200,9 +273,11 @@ struct quant_kernel {
   bool empty = false;       // no output element: nothing to dispatch
 };
 
-/// The source of a quant kernel under plan q, once per process per (T, N, plan).
+/// The source of a quant kernel under plan q, once per process per (T, N, plan); common:
+/// kernels/quant/common.comp for the products (before tmpl), else empty.
 template <class T, class N, class S>
-const structural_source& cached_quant_source(const N& n, const S& s, const quant_plan& q, std::string_view tmpl) {
+const structural_source& cached_quant_source(const N& n, const S& s, const quant_plan& q, std::string_view common,
+                                             std::string_view tmpl) {
   static std::mutex mutex;
   static std::unordered_map<std::string, std::unique_ptr<const structural_source>> sources;
   std::string key = quant_plan_key(q);
@@ -212,9 +287,12 @@ const structural_source& cached_quant_source(const N& n, const S& s, const quant
   std::string pro_result, epi_result, readable;
   emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
   const std::string_view result_type = glsl_compute_type<typename S::value_type>();
-  auto src = std::make_unique<structural_source>(
-      assemble_structural(q.base, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(),
-                          result_type, quant_family_text(q, result_type), std::move(readable), {tmpl}));
+  auto assemble = [&](std::initializer_list<std::string_view> templates) {
+    return std::make_unique<structural_source>(
+        assemble_structural(q.base, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(),
+                            result_type, quant_family_text(q, result_type), std::move(readable), templates));
+  };
+  auto src = common.empty() ? assemble({tmpl}) : assemble({common, tmpl});
   src->name = structural_kernel_name(std::string("q") + std::string(S::op_type::name), src->glsl);
   return *sources.emplace(std::move(key), std::move(src)).first->second;
 }
@@ -236,16 +314,21 @@ quant_choice quant_choice_of(const S& s, const quant_device& dev) {
   using V = vk_quant_op<typename S::op_type>;
   const detail::quant_layout& l = s.op.layout;
   const index_t M = V::kind == quant_kind::matvec && l.K ? s.input_shape.numel() / l.K : 1;
-  return select_quant(V::kind, l.K, dev, quant_what(s), l.N, M);
+  return select_quant(V::kind, l.K, dev, quant_what(s), l.N, M, V::scheme::bits);
 }
 
-/// Plans and generates the kernel of `out = n` whose structural node is a quant op; tmpl:
-/// kernels/quant/{pack,dequantize,matvec}.comp for its kind. Throws kiln::shape_error
-/// where positions pass the kernels' 32-bit indexing, kiln::shader_error where the
-/// device's shared memory is too small.
+/// The kernel texts a quant statement may run (kernels/quant/*.comp).
+struct quant_templates {
+  std::string_view pack, dequantize, matvec, tiled, common;
+};
+
+/// Plans and generates the kernel of `out = n` whose structural node is a quant op, from
+/// the template of its kind (the products: common.comp, then matvec.comp or tiled.comp).
+/// Throws kiln::shape_error where positions pass the kernels' 32-bit indexing,
+/// kiln::shader_error where the device's shared memory is too small.
 template <class T, class B, class N>
 quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const quant_device& dev, std::uint32_t max_push_bytes,
-                               std::string_view tmpl) {
+                               const quant_templates& tmpl) {
   using namespace structural_detail;
   const auto& s = find_structural(n);
   using S = std::remove_cvref_t<decltype(s)>;
@@ -268,8 +351,13 @@ quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const quant_
   std::uint64_t threads = std::uint64_t(l.N) * std::uint64_t(l.words);  // pack, dequantize: a code word each
   if constexpr (V::kind == quant_kind::matvec) {
     rows = l.K ? s.input_shape.numel() / l.K : s.shape().numel() / std::max<index_t>(l.N, 1);
-    tiles = (l.N + index_t(c.wg * c.nc) - 1) / index_t(c.wg * c.nc);
-    threads = std::uint64_t(rows) * std::uint64_t(tiles) * c.wg;
+    if (c.kind == quant_kind::tiled) {
+      tiles = (l.N + index_t(c.bn) - 1) / index_t(c.bn);
+      threads = std::uint64_t((rows + index_t(c.bm) - 1) / index_t(c.bm)) * std::uint64_t(tiles) * c.wg;
+    } else {
+      tiles = (l.N + index_t(c.wg * c.nc) - 1) / index_t(c.wg * c.nc);
+      threads = std::uint64_t(rows) * std::uint64_t(tiles) * c.wg;
+    }
   }
   const std::uint64_t inputs = std::uint64_t(s.input_shape.numel());
   if (outputs > UINT32_MAX || inputs > UINT32_MAX || std::uint64_t(l.N) * std::uint64_t(l.words) > UINT32_MAX) {
@@ -284,7 +372,8 @@ quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const quant_
   const auto ops = gather_operands(out, n, s);
 
   quant_plan q;
-  q.kind = V::kind;
+  q.kind = c.kind;
+  q.qf = c.qf;
   q.bits = Scheme::bits;
   q.offset = Scheme::offset;
   q.qmax = Scheme::qmax;
@@ -320,7 +409,11 @@ quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const quant_
   (void)output_words<LO>(w, ops.out, out_lay, q.base.out, n, s);
   q.base.params_buffer = max_push_bytes && w.size() * 4 > max_push_bytes;
 
-  kn.source = &cached_quant_source<T>(n, s, q, tmpl);
+  const std::string_view text = c.kind == quant_kind::pack         ? tmpl.pack
+                                : c.kind == quant_kind::dequantize ? tmpl.dequantize
+                                : c.kind == quant_kind::tiled      ? tmpl.tiled
+                                                                   : tmpl.matvec;
+  kn.source = &cached_quant_source<T>(n, s, q, is_quant_product(c.kind) ? tmpl.common : std::string_view{}, text);
   kn.tasks = tasks;
   return kn;
 }

@@ -1,10 +1,12 @@
 // kiln/vulkan/ops/quant.hpp — a statement holding one quant-family op (kiln::quantize's
 // packing, kiln::dequantize, matmul / linear / bitlinear with a qtensor) as ONE dispatch
-// of kernels/quant/{pack,dequantize,matvec}.comp with the statement's prologue and
+// of kernels/quant/{pack,dequantize,matvec,tiled}.comp with the statement's prologue and
 // epilogue spliced in (codegen/quant.hpp); and the name of the kernel each runs
-// (kiln::kernel_variant: "vulkan.quant.pack", ".dequantize", ".matvec"). The matvec
-// kernel's segment of x held in shared memory comes from maxComputeSharedMemorySize, its
-// columns per invocation from the device type (CPU devices: up to 4).
+// (kiln::kernel_variant: "vulkan.quant.pack", ".dequantize", ".matvec", ".tiled": a
+// product with more than quant_matvec_rows rows of x). The matvec kernel's segment of x
+// held in shared memory comes from maxComputeSharedMemorySize, its columns per
+// invocation from the device type (CPU devices: up to 4); the tiled kernel's tile and K
+// chunk from maxComputeWorkGroupInvocations and maxComputeSharedMemorySize.
 #pragma once
 
 #if !defined(KILN_VULKAN_UMBRELLA)
@@ -73,9 +75,8 @@ void record_quant_kernel(const tensor<T, B>& out, const N& n) {
   for_each_leaf(s.arg, tensor_operand);
   std::apply([&](const auto&... q) { (tensor_operand(q.t), ...); }, s.params);
 
-  const std::string_view tmpl = V::kind == quant_kind::pack         ? kernels::quant_pack
-                                : V::kind == quant_kind::dequantize ? kernels::quant_dequantize
-                                                                    : kernels::quant_matvec;
+  const quant_templates tmpl{kernels::quant_pack, kernels::quant_dequantize, kernels::quant_matvec, kernels::quant_tiled,
+                             kernels::quant_common};
   const device_info& info = ctx.info();
   const quant_kernel kn = make_quant_kernel(out, n, quant_device_of(ctx), std::max<std::uint32_t>(info.max_push_constants, 4), tmpl);
   if (kn.empty) return;
