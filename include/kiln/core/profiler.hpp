@@ -74,7 +74,8 @@ struct profile_row {
   std::string name, variant;
   std::uint64_t calls = 0;
   std::uint64_t timed = 0;  ///< Vulkan: calls whose GPU time was measured (sampling: fewer than calls)
-  /// GPU time where measured (with sampling, the timed calls' mean times calls), else host wall time
+  /// GPU time where measured (sampling: the timed calls, the others at the mean of the
+  /// timed calls after the first), else host wall time
   double total_us = 0;
   double host_us = 0;   ///< host time (Vulkan: recording and submitting)
   std::uint64_t bytes = 0, flops = 0;
@@ -197,9 +198,9 @@ class profiler {
     return {records_.size() - 1, generation_, time_gpu};
   }
 
-  /// GPU timestamps for one call in `every` of each kernel (1: every call): where a
-  /// timestamp costs much next to a small kernel (lavapipe), the table's totals are then
-  /// the timed calls' mean times the calls.
+  /// GPU timestamps for one call in `every` of each kernel (1: every call), where a
+  /// timestamp costs much next to a small kernel (lavapipe); the table counts the calls
+  /// not timed at the mean of the timed calls after the first.
   void set_gpu_sampling(std::uint32_t every) {
     std::lock_guard lock(mutex_);
     gpu_every_ = std::max<std::uint32_t>(every, 1);
@@ -252,7 +253,16 @@ class profiler {
     records_.clear();
     sampled_.clear();
     spans_.clear();
-    counters_.clear();
+    // A counter track keeps its last value (re-stamped now): memory does not go away with
+    // the records.
+    std::vector<counter_sample> last;
+    for (auto it = counters_.rbegin(); it != counters_.rend(); ++it) {
+      const bool seen = std::any_of(last.begin(), last.end(),
+                                    [&](const counter_sample& c) { return std::string_view(c.name) == it->name; });
+      if (!seen) last.push_back(*it);
+    }
+    for (auto& c : last) c.at_us = now_us();
+    counters_ = std::move(last);
     submit_us_ = wait_us_ = 0;
     ++generation_;
   }
@@ -340,7 +350,10 @@ inline profile_report profiler::report() const {
   std::lock_guard lock(mutex_);
   out.device = device_;
   bool any_gpu = false, sampled = false;
-  std::vector<double> gpu_sum;  // per row: the timed calls' GPU time
+  // Per row: the timed calls' GPU time, and that of the timed calls after the first (a
+  // driver may compile a kernel on its first run: lavapipe's first dispatch carries the JIT).
+  std::vector<double> gpu_sum, later_sum;
+  std::vector<std::uint64_t> later;
   for (const auto& r : records_) {
     any_gpu = any_gpu || r.gpu_us >= 0;
     auto it = std::find_if(out.rows.begin(), out.rows.end(),
@@ -348,12 +361,19 @@ inline profile_report profiler::report() const {
     if (it == out.rows.end()) {
       it = out.rows.insert(out.rows.end(), profile_row{r.name, r.variant});
       gpu_sum.push_back(0);
+      later_sum.push_back(0);
+      later.push_back(0);
     }
     auto& row = *it;
+    const auto i = static_cast<std::size_t>(it - out.rows.begin());
     ++row.calls;
     if (r.gpu_us >= 0) {
+      if (row.timed) {
+        later_sum[i] += r.gpu_us;
+        ++later[i];
+      }
       ++row.timed;
-      gpu_sum[static_cast<std::size_t>(it - out.rows.begin())] += r.gpu_us;
+      gpu_sum[i] += r.gpu_us;
     }
     row.total_us += r.wall_us;  // replaced below by GPU time where the row has any
     row.host_us += r.wall_us;
@@ -364,7 +384,10 @@ inline profile_report profiler::report() const {
   }
   for (std::size_t i = 0; i < out.rows.size(); ++i) {
     auto& row = out.rows[i];
-    if (row.timed) row.total_us = gpu_sum[i] / double(row.timed) * double(row.calls);
+    if (row.timed) {  // untimed calls (sampling) at the mean of the timed ones after the first
+      const double mean = later[i] ? later_sum[i] / double(later[i]) : gpu_sum[i];
+      row.total_us = gpu_sum[i] + mean * double(row.calls - row.timed);
+    }
     sampled = sampled || (row.timed && row.timed < row.calls);
     out.total_us += row.total_us;
   }
@@ -374,7 +397,7 @@ inline profile_report profiler::report() const {
   out.wait_us = wait_us_;
   if (any_gpu && sampled) {
     out.timing = "GPU time (timestamp queries on one call in " + std::to_string(gpu_every_) +
-                 " of each kernel; totals: their mean times the calls)";
+                 " of each kernel; the others counted at the mean of the timed calls after the first)";
   } else if (any_gpu) {
     out.timing = "GPU time (timestamp queries)";
   }
