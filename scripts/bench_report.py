@@ -204,7 +204,7 @@ def ratios(results):
             if r.impl in ("kiln", "") or r.impl.startswith("kiln_vs") or r.ms <= 0:
                 continue
             out.append((g, r.impl, r.ms / kiln[0].ms))
-    return out
+    return sorted(out, key=lambda x: (x[0][0], size_value(x[0][1]) or 0, x[0][2] or 0, x[1]))
 
 
 def label(group):
@@ -222,7 +222,8 @@ def plots(results, out_dir, plt):
     # --- bandwidth -------------------------------------------------------------------
     bw = [r for r in results if r.gbps() is not None and r.gflops() is None]
     refs = [r for r in bw if r.op in ("triad", "copy") or "copy" in r.impl or r.impl.startswith("stream")]
-    chains = [r for r in bw if r not in refs and not r.impl.startswith("kiln_vs")]
+    chains = sorted((r for r in bw if r not in refs and not r.impl.startswith("kiln_vs")),
+                    key=lambda r: (r.op, r.threads or 0, r.size or 0, r.impl != "kiln", r.impl))
     if chains:
         fig, ax = plt.subplots(figsize=(9, 5))
         series = {}
