@@ -13,7 +13,9 @@
 //   tiled       (more than quant_matvec_rows rows of x) the same checks with M = 5, 17,
 //               64, 130, N = 37 and 70 (not multiples of a tile), K = 32 / 96 / 4096 and
 //               past shared memory, every scheme; and its rows bit for bit equal to the
-//               matvec kernel's on the same rows; sizes within the device's limits.
+//               matvec kernel's on the same rows; sizes within the device's limits; a
+//               GPU's sizes (integer products) and a CPU device's forced by
+//               KILN_VULKAN_QUANT on whatever device runs the tests.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "random.hpp"
+#include "scoped_env.hpp"
 #include "vulkan_fixture.hpp"
 
 namespace {
@@ -307,9 +310,12 @@ void expect_close(const std::vector<T>& got, const qref& ref, const std::string&
   }
 }
 
-/// The kernel a product of M rows of x runs.
+/// The kernel a product of M rows of x runs (or the one KILN_VULKAN_QUANT forces).
 std::string product_variant(index_t M) {
-  return M > kiln::detail::vk::quant_matvec_rows ? "vulkan.quant.tiled" : "vulkan.quant.matvec";
+  namespace vk = kiln::detail::vk;
+  const vk::quant_force f = vk::forced_quant();
+  if (f == vk::quant_force::matvec) return "vulkan.quant.matvec";
+  return M > vk::quant_matvec_rows || f != vk::quant_force::none ? "vulkan.quant.tiled" : "vulkan.quant.matvec";
 }
 
 /// y = matmul(x, q) for x [M, K] on the device against the reference, one kernel (matvec
@@ -335,8 +341,9 @@ void check_matvec(kiln::context<kiln::vulkan>& c, std::mt19937_64& g, index_t M,
   qref ref = ref_qmatmul<S>(xv, M, K, q.codes().to_host(), q.scales().to_host(), q.layout());
   const auto yh = y.to_host();
   expect_close(yh, ref, what, std::is_same_v<T, float> ? 0.0 : std::is_same_v<T, kiln::half> ? 0x1p-11 : 0x1p-8);
-  const index_t R = kiln::detail::vk::quant_matvec_rows;
-  if (M > R) {
+  const index_t R = std::min<index_t>(M, kiln::detail::vk::quant_matvec_rows);
+  if (product_variant(M) == "vulkan.quant.tiled") {
+    kiln_test::scoped_env matvec("KILN_VULKAN_QUANT", "matvec");
     const auto xr = kiln::from_host(c, {R, K}, std::vector<T>(xt.begin(), xt.begin() + R * K));
     auto yr = kiln::empty<T>(c, {R, N});
     ASSERT_EQ(kiln::kernel_variant(kiln::matmul(xr, q)), "vulkan.quant.matvec");
@@ -400,6 +407,27 @@ TEST_F(quant, tiled_matches_the_reference_and_the_matvec_kernel_for_every_scheme
   // several column tiles and row tiles
   check_matvec<qs::int4>(c, g, 70, 300, 256, {.group = 64});
   check_matvec<qs::ternary>(c, g, 9, 1100, 384, {.per_row = true});
+}
+
+TEST_F(quant, tiled_with_a_gpus_and_a_cpus_sizes_matches_the_reference_and_the_matvec_kernel) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  for (const char* f : {"tiled gpu", "tiled cpu"}) {
+    kiln_test::scoped_env force("KILN_VULKAN_QUANT", f);
+    for (index_t M : {1, 5, 70}) {
+      for (index_t K : {96, 4096}) {
+        check_matvec<qs::int8>(c, g, M, 37, K, {});
+        check_matvec<qs::int8>(c, g, M, 70, K, {.group = 32});
+        check_matvec<qs::int4>(c, g, M, 37, K, {.group = 32});
+        check_matvec<qs::ternary>(c, g, M, 70, K, {});
+        check_matvec<qs::ternary>(c, g, M, 37, K, {.per_row = true});
+      }
+    }
+    check_matvec<qs::int4, kiln::half>(c, g, 9, 37, 96, {.group = 32});
+  }
+  // and the matvec kernel forced for many rows
+  kiln_test::scoped_env force("KILN_VULKAN_QUANT", "matvec");
+  check_matvec<qs::int8>(c, g, 17, 37, 96, {.group = 32});
 }
 
 TEST_F(quant, matvec_walks_a_k_past_shared_memory_in_segments) {

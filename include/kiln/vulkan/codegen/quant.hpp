@@ -31,6 +31,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,22 @@ struct vk_quant_op<qmatmul_op<S>> {
   using scheme = S;
   static constexpr quant_kind kind = quant_kind::matvec;
 };
+
+/// A product's kernel forced by KILN_VULKAN_QUANT (tests, measurements): "matvec",
+/// "tiled", "tiled gpu" / "tiled cpu" (the tiled kernel with a GPU's sizes and integer
+/// products, or a CPU device's sizes and float multiply-adds, whatever the device); else
+/// chosen by shape.
+enum class quant_force : std::uint8_t { none, matvec, tiled, tiled_gpu, tiled_cpu };
+
+inline quant_force forced_quant() {
+  const char* v = std::getenv("KILN_VULKAN_QUANT");
+  const std::string_view f = v ? std::string_view(v) : std::string_view();
+  return f == "matvec"      ? quant_force::matvec
+         : f == "tiled"     ? quant_force::tiled
+         : f == "tiled gpu" ? quant_force::tiled_gpu
+         : f == "tiled cpu" ? quant_force::tiled_cpu
+                            : quant_force::none;
+}
 
 /// What the device allows a quant kernel (from its limits; see ops/quant.hpp).
 struct quant_device {
@@ -172,14 +189,16 @@ inline bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits, c
 /// a CPU device a matvec invocation takes up to 4 columns (each x word read and unpacked
 /// once for all of them), while at least 8 workgroups remain.
 inline quant_choice select_quant(quant_kind kind, index_t K, const quant_device& dev, const std::string& what,
-                                 index_t N = 0, index_t M = 1, int bits = 8) {
+                                 index_t N = 0, index_t M = 1, int bits = 8, quant_force force = quant_force::none) {
   quant_choice c;
   c.kind = kind;
-  if (kind == quant_kind::matvec && M > quant_matvec_rows) {
+  if (kind == quant_kind::matvec && force != quant_force::matvec && (M > quant_matvec_rows || force != quant_force::none)) {
+    quant_device d = dev;
+    if (force == quant_force::tiled_gpu || force == quant_force::tiled_cpu) d.cpu = force == quant_force::tiled_cpu;
     quant_choice t = c;
     t.kind = quant_kind::tiled;
-    t.qf = dev.cpu;
-    if (quant_detail::tiled_quant_sizes(t, M, K, bits, dev)) return t;
+    t.qf = d.cpu;
+    if (quant_detail::tiled_quant_sizes(t, M, K, bits, d)) return t;
   }
   c.wg = quant_detail::pow2_at_most(std::clamp<std::uint32_t>(dev.max_invocations, 1, kind == quant_kind::matvec ? 64 : 128));
   if (kind != quant_kind::matvec) return c;
@@ -314,7 +333,7 @@ quant_choice quant_choice_of(const S& s, const quant_device& dev) {
   using V = vk_quant_op<typename S::op_type>;
   const detail::quant_layout& l = s.op.layout;
   const index_t M = V::kind == quant_kind::matvec && l.K ? s.input_shape.numel() / l.K : 1;
-  return select_quant(V::kind, l.K, dev, quant_what(s), l.N, M, V::scheme::bits);
+  return select_quant(V::kind, l.K, dev, quant_what(s), l.N, M, V::scheme::bits, forced_quant());
 }
 
 /// The kernel texts a quant statement may run (kernels/quant/*.comp).
