@@ -1,6 +1,6 @@
 // kernels/gemm/matvec.comp — matmul for a few rows of a (M <= 4: the decode step), a
 // fragment after the generated part (kiln_prologue, kiln_epilogue, kiln_batch, kiln_b,
-// kiln_a4, kiln_b4 and the parameters p).
+// kiln_a_vec4, kiln_b_vec4 and the parameters p).
 // Bindings: the statement's operands (generated). Push constants (or the parameter
 //   buffer): M, N, K, batches, kchunk, kchunks, tiles_m (row groups), tiles_n (column
 //   groups), the batch dimensions, then the generated operand members.
@@ -48,11 +48,11 @@ void main() {
     vec4 bv[NR];
     for (uint r = 0u; r < NR; ++r) {
       uint n = n0 + r;
-      bv[r] = n < p.N ? kiln_b4(uint(int(belem) + int(n) * p.bsn + int(k))) : vec4(0.0);
+      bv[r] = n < p.N ? kiln_b_vec4(uint(int(belem) + int(n) * p.bsn + int(k))) : vec4(0.0);
     }
     for (uint i = 0u; i < MR; ++i) {
       uint m = m0 + i;
-      vec4 av = m < p.M ? kiln_a4(apos + m * p.K + k) : vec4(0.0);
+      vec4 av = m < p.M ? kiln_a_vec4(apos + m * p.K + k) : vec4(0.0);
       for (uint r = 0u; r < NR; ++r) acc[i * NR + r] += dot(av, bv[r]);
     }
   }
@@ -113,7 +113,7 @@ void main() {
   for (uint k = y; k < p.K; k += GY) {
     int row = int(belem) + int(k) * p.bsk;
 #if KILN_B4N
-    vec4 bv = n < p.N ? kiln_b4(uint(row + int(n))) : vec4(0.0);  // N % 4 == 0
+    vec4 bv = n < p.N ? kiln_b_vec4(uint(row + int(n))) : vec4(0.0);  // N % 4 == 0
 #else
     vec4 bv = vec4(0.0);
     for (uint c = 0u; c < 4u; ++c) {

@@ -1,5 +1,5 @@
 // kernels/gemm/tiled.comp — the tiled matmul (a fragment after the generated part:
-// kiln_prologue, kiln_epilogue, kiln_batch, kiln_b, kiln_a4, kiln_b4 and the parameters p).
+// kiln_prologue, kiln_epilogue, kiln_batch, kiln_b, kiln_a_vec4, kiln_b_vec4 and the parameters p).
 // Bindings: the statement's operands (generated), split-K's partial sums after them.
 // Push constants (or the parameter buffer): M, N, K, batches, kchunk, kchunks, tiles_m,
 //   tiles_n, the batch dimensions, then the generated operand members.
@@ -55,7 +55,7 @@ void main() {
         uint m = i / (BK / 4u), kq = (i % (BK / 4u)) * 4u;
         uint gm = m0 + m, gk = k0 + kq;
         vec4 v = vec4(0.0);
-        if (gm < p.M && gk < ke) v = kiln_a4(apos + gm * p.K + gk);  // K % 4 == 0: all four in range
+        if (gm < p.M && gk < ke) v = kiln_a_vec4(apos + gm * p.K + gk);  // K % 4 == 0: all four in range
         uint at = kq * (BM / 4u) + m / 4u;
         kiln_as[at][m % 4u] = v.x;
         kiln_as[at + BM / 4u][m % 4u] = v.y;
@@ -85,7 +85,7 @@ void main() {
         uint kk = i / (BN / 4u), nq = (i % (BN / 4u)) * 4u;
         uint gk = k0 + kk, gn = n0 + nq;
         vec4 v = vec4(0.0);
-        if (gk < ke && gn < p.N) v = kiln_b4(uint(int(belem) + int(gk) * p.bsk + int(gn)));
+        if (gk < ke && gn < p.N) v = kiln_b_vec4(uint(int(belem) + int(gk) * p.bsk + int(gn)));
         kiln_bs[i] = v;
       }
     }
@@ -97,7 +97,7 @@ void main() {
         uint n = i / (BK / 4u), kq = (i % (BK / 4u)) * 4u;
         uint gn = n0 + n, gk = k0 + kq;
         vec4 v = vec4(0.0);
-        if (gn < p.N && gk < ke) v = kiln_b4(uint(int(belem) + int(gn) * p.bsn + int(gk)));
+        if (gn < p.N && gk < ke) v = kiln_b_vec4(uint(int(belem) + int(gn) * p.bsn + int(gk)));
         uint at = kq * (BN / 4u) + n / 4u;
         kiln_bs[at][n % 4u] = v.x;
         kiln_bs[at + BN / 4u][n % 4u] = v.y;

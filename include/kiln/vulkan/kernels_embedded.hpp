@@ -604,7 +604,7 @@ void main() {
 /// gemm/matvec.comp
 inline constexpr std::string_view gemm_matvec = R"kiln_glsl(// kernels/gemm/matvec.comp — matmul for a few rows of a (M <= 4: the decode step), a
 // fragment after the generated part (kiln_prologue, kiln_epilogue, kiln_batch, kiln_b,
-// kiln_a4, kiln_b4 and the parameters p).
+// kiln_a_vec4, kiln_b_vec4 and the parameters p).
 // Bindings: the statement's operands (generated). Push constants (or the parameter
 //   buffer): M, N, K, batches, kchunk, kchunks, tiles_m (row groups), tiles_n (column
 //   groups), the batch dimensions, then the generated operand members.
@@ -652,11 +652,11 @@ void main() {
     vec4 bv[NR];
     for (uint r = 0u; r < NR; ++r) {
       uint n = n0 + r;
-      bv[r] = n < p.N ? kiln_b4(uint(int(belem) + int(n) * p.bsn + int(k))) : vec4(0.0);
+      bv[r] = n < p.N ? kiln_b_vec4(uint(int(belem) + int(n) * p.bsn + int(k))) : vec4(0.0);
     }
     for (uint i = 0u; i < MR; ++i) {
       uint m = m0 + i;
-      vec4 av = m < p.M ? kiln_a4(apos + m * p.K + k) : vec4(0.0);
+      vec4 av = m < p.M ? kiln_a_vec4(apos + m * p.K + k) : vec4(0.0);
       for (uint r = 0u; r < NR; ++r) acc[i * NR + r] += dot(av, bv[r]);
     }
   }
@@ -717,7 +717,7 @@ void main() {
   for (uint k = y; k < p.K; k += GY) {
     int row = int(belem) + int(k) * p.bsk;
 #if KILN_B4N
-    vec4 bv = n < p.N ? kiln_b4(uint(row + int(n))) : vec4(0.0);  // N % 4 == 0
+    vec4 bv = n < p.N ? kiln_b_vec4(uint(row + int(n))) : vec4(0.0);  // N % 4 == 0
 #else
     vec4 bv = vec4(0.0);
     for (uint c = 0u; c < 4u; ++c) {
@@ -817,7 +817,7 @@ void main() {
 
 /// gemm/tiled.comp
 inline constexpr std::string_view gemm_tiled = R"kiln_glsl(// kernels/gemm/tiled.comp — the tiled matmul (a fragment after the generated part:
-// kiln_prologue, kiln_epilogue, kiln_batch, kiln_b, kiln_a4, kiln_b4 and the parameters p).
+// kiln_prologue, kiln_epilogue, kiln_batch, kiln_b, kiln_a_vec4, kiln_b_vec4 and the parameters p).
 // Bindings: the statement's operands (generated), split-K's partial sums after them.
 // Push constants (or the parameter buffer): M, N, K, batches, kchunk, kchunks, tiles_m,
 //   tiles_n, the batch dimensions, then the generated operand members.
@@ -873,7 +873,7 @@ void main() {
         uint m = i / (BK / 4u), kq = (i % (BK / 4u)) * 4u;
         uint gm = m0 + m, gk = k0 + kq;
         vec4 v = vec4(0.0);
-        if (gm < p.M && gk < ke) v = kiln_a4(apos + gm * p.K + gk);  // K % 4 == 0: all four in range
+        if (gm < p.M && gk < ke) v = kiln_a_vec4(apos + gm * p.K + gk);  // K % 4 == 0: all four in range
         uint at = kq * (BM / 4u) + m / 4u;
         kiln_as[at][m % 4u] = v.x;
         kiln_as[at + BM / 4u][m % 4u] = v.y;
@@ -903,7 +903,7 @@ void main() {
         uint kk = i / (BN / 4u), nq = (i % (BN / 4u)) * 4u;
         uint gk = k0 + kk, gn = n0 + nq;
         vec4 v = vec4(0.0);
-        if (gk < ke && gn < p.N) v = kiln_b4(uint(int(belem) + int(gk) * p.bsk + int(gn)));
+        if (gk < ke && gn < p.N) v = kiln_b_vec4(uint(int(belem) + int(gk) * p.bsk + int(gn)));
         kiln_bs[i] = v;
       }
     }
@@ -915,7 +915,7 @@ void main() {
         uint n = i / (BK / 4u), kq = (i % (BK / 4u)) * 4u;
         uint gn = n0 + n, gk = k0 + kq;
         vec4 v = vec4(0.0);
-        if (gn < p.N && gk < ke) v = kiln_b4(uint(int(belem) + int(gn) * p.bsn + int(gk)));
+        if (gn < p.N && gk < ke) v = kiln_b_vec4(uint(int(belem) + int(gn) * p.bsn + int(gk)));
         uint at = kq * (BN / 4u) + n / 4u;
         kiln_bs[at][n % 4u] = v.x;
         kiln_bs[at + BN / 4u][n % 4u] = v.y;

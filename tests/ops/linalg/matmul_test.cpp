@@ -223,6 +223,28 @@ TYPED_TEST(matmul_test, fused_epilogues_and_prologues_are_one_kernel) {
   for (std::size_t i = 0; i < r.value.size(); ++i) r.value[i] += hb[i % N];
   EXPECT_TRUE(close(y.to_host(), r, "linear(x, w, bias)"));
 
+  // five buffers (output, bias, residual, a, b: b at binding 4) with K and N multiples of
+  // 4, so that b is read four at a time: the generated buffer names must not collide
+  // with the kernel template's own functions
+  {
+    const index_t K4 = 72, N4 = 44;
+    auto x4 = rand_tensor<TypeParam>(g, {M, K4});
+    auto w4 = rand_tensor<TypeParam>(g, {K4, N4});
+    auto wt4 = rand_tensor<TypeParam>(g, {N4, K4});
+    auto b4 = rand_tensor<TypeParam>(g, {N4});
+    auto r4 = rand_tensor<TypeParam>(g, {M, N4});
+    const auto hx4 = as_doubles(x4.to_host()), hb4 = as_doubles(b4.to_host()), hr4 = as_doubles(r4.to_host());
+    auto y4 = kiln::empty<float>(ctx<TypeParam>(), {M, N4});
+    EXPECT_EQ(kernels_of<TypeParam>([&] { y4 = kiln::matmul(x4, w4) + b4 + r4; }), 1u);
+    auto r5 = ref_matmul(hx4, {M, K4}, as_doubles(w4.to_host()), {K4, N4}, s);
+    for (std::size_t i = 0; i < r5.value.size(); ++i) r5.value[i] += hb4[i % N4] + hr4[i];
+    EXPECT_TRUE(close(y4.to_host(), r5, "x @ w + bias + res (five buffers)"));
+    EXPECT_EQ(kernels_of<TypeParam>([&] { y4 = kiln::linear(x4, wt4, b4) + r4; }), 1u);
+    r5 = ref_matmul(hx4, {M, K4}, as_doubles(kiln::transpose(wt4).to_host()), {K4, N4}, s);
+    for (std::size_t i = 0; i < r5.value.size(); ++i) r5.value[i] += hb4[i % N4] + hr4[i];
+    EXPECT_TRUE(close(y4.to_host(), r5, "linear(x, w, bias) + res (five buffers)"));
+  }
+
   // the output read by the epilogue itself: y = y + x @ w
   auto acc = kiln::empty<float>(ctx<TypeParam>(), {M, N});
   acc = res;

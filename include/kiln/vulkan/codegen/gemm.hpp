@@ -208,7 +208,7 @@ struct gemm_plan {
   bool columns = false;  // matvec over column groups
   std::uint8_t phase = 0;  // split-K: 1 partial sums, 2 the merge
   int batch_dims = 0;    // result batch dimensions of extent > 1
-  bool a4 = false;         // K % 4 == 0: a read four k at a time (kiln_a4)
+  bool a4 = false;         // K % 4 == 0: a read four k at a time (kiln_a_vec4)
   bool a4_direct = false;  // ... as one vec4 load (a is one contiguous, aligned f32 tensor)
   bool b4n = false;        // b read four n at a time as one vec4 (n-contiguous, aligned; f16/bf16 as a uvec2)
   bool b4k = false;        // b read four k at a time as one vec4 (k-contiguous, aligned; f16/bf16 as a uvec2)
@@ -261,7 +261,7 @@ inline structural_family_text gemm_family_text(const gemm_plan& g, std::string_v
   };
   if (g.a4_direct) alias(ab);
   const bool b16 = b.type == dtype::f16 || b.type == dtype::bf16;
-  if ((g.b4n || g.b4k) && b16) {  // four 16-bit elements as one uvec2, unpacked in kiln_b4
+  if ((g.b4n || g.b4k) && b16) {  // four 16-bit elements as one uvec2, unpacked in kiln_b_vec4
     const std::string bs = std::to_string(b.binding);
     f.buffers += "layout(std430, set = 0, binding = " + bs + ") readonly buffer kiln_buf" + bs + "_u2 { uvec2 kiln_b" + bs +
                  "_u2[]; };\n";
@@ -293,19 +293,19 @@ inline structural_family_text gemm_family_text(const gemm_plan& g, std::string_v
   h += "  belem = uint(be);\n}\n";
   h += "float kiln_b(uint e) { return " + load(b, "e") + "; }\n";
   if ((g.b4n || g.b4k) && b.type == dtype::f16) {
-    h += "vec4 kiln_b4(uint e) {\n  uvec2 u = kiln_b" + std::to_string(b.binding) +
+    h += "vec4 kiln_b_vec4(uint e) {\n  uvec2 u = kiln_b" + std::to_string(b.binding) +
          "_u2[e >> 2];\n  return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));\n}\n";
   } else if ((g.b4n || g.b4k) && b.type == dtype::bf16) {
-    h += "vec4 kiln_b4(uint e) {\n  uvec2 u = kiln_b" + std::to_string(b.binding) +
+    h += "vec4 kiln_b_vec4(uint e) {\n  uvec2 u = kiln_b" + std::to_string(b.binding) +
          "_u2[e >> 2];\n  return vec4(uintBitsToFloat(u.x << 16), uintBitsToFloat(u.x & 0xffff0000u), "
          "uintBitsToFloat(u.y << 16), uintBitsToFloat(u.y & 0xffff0000u));\n}\n";
   } else if (g.b4n || g.b4k) {
-    h += "vec4 kiln_b4(uint e) { return kiln_b" + std::to_string(b.binding) + "_v4[e >> 2]; }\n";
+    h += "vec4 kiln_b_vec4(uint e) { return kiln_b" + std::to_string(b.binding) + "_v4[e >> 2]; }\n";
   }
   if (g.a4_direct) {
-    h += "vec4 kiln_a4(uint pos) { return kiln_b" + std::to_string(ab) + "_v4[(p.ioff1 + pos) >> 2]; }\n";
+    h += "vec4 kiln_a_vec4(uint pos) { return kiln_b" + std::to_string(ab) + "_v4[(p.ioff1 + pos) >> 2]; }\n";
   } else {
-    h += "vec4 kiln_a4(uint pos) {\n  return vec4(kiln_prologue(pos), kiln_prologue(pos + 1u), kiln_prologue(pos + 2u), "
+    h += "vec4 kiln_a_vec4(uint pos) {\n  return vec4(kiln_prologue(pos), kiln_prologue(pos + 1u), kiln_prologue(pos + 2u), "
          "kiln_prologue(pos + 3u));\n}\n";
   }
   return f;
