@@ -94,10 +94,13 @@ inline index_t segments(index_t Kp, index_t gsub) noexcept {
 /// w[c] (chunks * 32 bytes each). gsub: 32-weight planes per group (0: one group for the
 /// whole row, scale 1); sc[c]: row c's scales, one per group (unused when gsub is 0);
 /// xoff[r]: offset * sum(x[r]) over each segment (a group, or flush_planes planes when
-/// gsub is 0), from segment_offsets() (the portable path does not need it).
+/// gsub is 0), from segment_offsets() (the portable path does not need it); next[c]:
+/// the rows the caller runs next (or null), fetched ahead line by line: rows of a few KiB
+/// are too short for the hardware prefetcher to reach full speed on its own.
 template <class Scheme, int R, int C>
 void qdot(isa_portable, const std::uint8_t* const* w, const std::int8_t* const* x, index_t chunks, index_t gsub,
-          const float* const* sc, float (&out)[R][C], const std::int32_t* const* = nullptr) {
+          const float* const* sc, float (&out)[R][C], const std::int32_t* const* = nullptr,
+          const std::uint8_t* const* = nullptr) {
   const index_t K = chunks * Scheme::chunk;
   const index_t group = gsub > 0 ? gsub * 32 : flush_planes * 32;
   for (int r = 0; r < R; ++r) {
@@ -170,7 +173,8 @@ inline __m256i dot_signed(__m256i acc, __m256i u, __m256i x) noexcept {
 template <class Scheme, int R, int C, class Isa>
   requires(!std::is_same_v<Isa, isa_portable>)
 void qdot(Isa, const std::uint8_t* const* w, const std::int8_t* const* x, index_t chunks, index_t gsub,
-          const float* const* sc, float (&out)[R][C], const std::int32_t* const* xoff) {
+          const float* const* sc, float (&out)[R][C], const std::int32_t* const* xoff,
+          const std::uint8_t* const* next = nullptr) {
   using namespace simd256;
   constexpr int P = planes<Scheme>;
   constexpr bool direct = signed_codes<Scheme, Isa>;
@@ -216,6 +220,9 @@ void qdot(Isa, const std::uint8_t* const* w, const std::int8_t* const* x, index_
     }
   };
   for (index_t ch = 0; ch < chunks; ++ch) {
+    if (next && !(ch & 1)) {  // the next weight rows' line at this offset, a tile ahead
+      for (int c = 0; c < C; ++c) _mm_prefetch(reinterpret_cast<const char*>(next[c] + ch * 32), _MM_HINT_T0);
+    }
     __m256i wv[C];
     for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c] + ch * 32));
     [&]<int... Pi>(std::integer_sequence<int, Pi...>) {

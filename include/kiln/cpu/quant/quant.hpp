@@ -123,7 +123,12 @@ void tile(Isa isa, const std::int8_t* xq, const std::int32_t* xoff, index_t Kp, 
     x[r] = xq + m * Kp;
     xo[r] = xoff + m * nseg;
   }
-  qdot<Scheme, R, 4>(isa, w, x, chunks, gsub, sc, out, xo);
+  // one activation row (the decode step): the next tile's weight rows are fetched while
+  // this one runs (with more rows, these weight rows are reused and the next ones wait)
+  const std::uint8_t* nx[4];
+  const bool ahead = R == 1 && n0 + 4 < n_end;
+  for (int c = 0; c < 4; ++c) nx[c] = codes + std::min(n0 + 4 + c, n_end - 1) * row_bytes;
+  qdot<Scheme, R, 4>(isa, w, x, chunks, gsub, sc, out, xo, ahead ? nx : nullptr);
 }
 
 }  // namespace cpu_quant
