@@ -152,7 +152,7 @@ inline __m256i dot(__m256i acc, __m256i u, __m256i x) noexcept {
   } else
 #endif
   {
-    // u <= 15 here (int4, ternary, offsets): the int16 pair sums cannot saturate
+    // u <= 15 here (int4 and ternary codes; int8 takes dot_signed): the int16 pair sums cannot saturate
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
   }
 }
