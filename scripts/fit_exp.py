@@ -2,18 +2,20 @@
 """Derives the coefficients of kiln's float exp (ops/elementwise/exp.hpp).
 
 e^x = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 (|r| <= ln(2)/2, ln 2 in two
-parts), and e^r ~= 1 + r + r^2 P(r), P of degree 5. P is fitted in relative error of e^r
+parts), and e^r ~= 1 + r + r^2 P(r), P of degree DEG (the first argument, default 4:
+exp.hpp's exp_pf; 3 gives cpu/reduce/row.hpp's row_exp_pf, within 2.3 ulp). P is fitted in relative error of e^r
 by Lawson's iteratively re-weighted least squares on Chebyshev nodes (double precision),
 which converges to the minimax fit; then the float32 evaluation, exactly as exp.hpp runs
 it (fused multiply-adds emulated in double), is compared with math.exp over a dense grid
 of the whole range where e^x is a normal float, in ulps of the float result.
-Needs python3-numpy. Run: /usr/bin/python3 scripts/fit_exp.py
+Needs python3-numpy. Run: /usr/bin/python3 scripts/fit_exp.py [DEG]
 """
 import math
+import sys
 
 import numpy as np
 
-DEG = 5
+DEG = int(sys.argv[1]) if len(sys.argv) > 1 else 4
 R = 0.5 * math.log(2.0)
 
 n = 4000

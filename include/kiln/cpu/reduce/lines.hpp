@@ -89,9 +89,27 @@ C combine_run(const C* x, index_t n, C acc) {
   return acc;
 }
 
-/// sum over x[0, n) of f(x[i]) (f: batch or scalar -> same), four accumulators.
-template <class A, class F>
-float sum_of(const float* x, index_t n, F&& f) {
+/// Prefetch hooks for the passes below: pf(i, count) is called once per step of the
+/// pass, for elements [i, i + count) of the pass's row. The row kernels request the next
+/// row's input that way, a few lines per step, spread over a pass of this one: neither
+/// all at once (the requests queue up and stall) nor left to the hardware (the memory
+/// idles while a row computes).
+struct no_prefetch {
+  void operator()(index_t, index_t) const {}
+};
+/// The lines of p[i, i + count) into L2 (p null: nothing): a plain row in memory.
+struct prefetch_floats {
+  const float* p = nullptr;
+  void operator()(index_t i, index_t count) const {
+    if (!p) return;
+    for (index_t k = 0; k < count; k += 16) __builtin_prefetch(p + i + k, 0, 2);
+  }
+};
+
+/// sum over x[0, n) of f(x[i]) (f: batch or scalar -> same), four accumulators; `pf`: a
+/// prefetch hook (see no_prefetch).
+template <class A, class F, class Pf = no_prefetch>
+float sum_of(const float* x, index_t n, F&& f, const Pf& pf = {}) {
   index_t i = 0;
   float acc = 0.0f;
   if constexpr (simd::enabled<A>) {
@@ -99,6 +117,7 @@ float sum_of(const float* x, index_t n, F&& f) {
     constexpr auto W = static_cast<index_t>(V::size);
     V a0(0.0f), a1(0.0f), a2(0.0f), a3(0.0f);
     for (; i + 4 * W <= n; i += 4 * W) {
+      pf(i, 4 * W);
       a0 += f(V::load_unaligned(x + i));
       a1 += f(V::load_unaligned(x + i + W));
       a2 += f(V::load_unaligned(x + i + 2 * W));
@@ -111,9 +130,10 @@ float sum_of(const float* x, index_t n, F&& f) {
   return acc;
 }
 
-/// y[i] = f(x[i]) over [0, n) (y may be x), returning the sum of the new values.
-template <class A, class F>
-float map_sum(const float* x, float* y, index_t n, F&& f) {
+/// y[i] = f(x[i]) over [0, n) (y may be x), returning the sum of the new values; `pf`: a
+/// prefetch hook (see no_prefetch).
+template <class A, class F, class Pf = no_prefetch>
+float map_sum(const float* x, float* y, index_t n, F&& f, const Pf& pf = {}) {
   index_t i = 0;
   float acc = 0.0f;
   if constexpr (simd::enabled<A>) {
@@ -121,6 +141,7 @@ float map_sum(const float* x, float* y, index_t n, F&& f) {
     constexpr auto W = static_cast<index_t>(V::size);
     V a0(0.0f), a1(0.0f);
     for (; i + 2 * W <= n; i += 2 * W) {
+      pf(i, 2 * W);
       const V y0 = f(V::load_unaligned(x + i)), y1 = f(V::load_unaligned(x + i + W));
       y0.store_unaligned(y + i);
       y1.store_unaligned(y + i + W);
@@ -139,15 +160,32 @@ float map_sum(const float* x, float* y, index_t n, F&& f) {
 }
 
 /// y[i] = f(x[i], i) over [0, n) (y may be x; i: the position, for per-column parameters).
+/// `stream`: full batches bypass the cache (y must be aligned to A::alignment(); the
+/// caller fences): for a kernel's final pass into a large output that nobody reads soon.
 template <class A, class F>
-void map(const float* x, float* y, index_t n, F&& f) {
+void map(const float* x, float* y, index_t n, F&& f, bool stream = false) {
   index_t i = 0;
   if constexpr (simd::enabled<A>) {
     using V = xsimd::batch<float, A>;
     constexpr auto W = static_cast<index_t>(V::size);
+    if constexpr (simd::can_stream<A, float>) {
+      if (stream) {
+        for (; i + W <= n; i += W) simd::stream<A>(y + i, f(V::load_unaligned(x + i), i));
+      }
+    }
     for (; i + W <= n; i += W) f(V::load_unaligned(x + i), i).store_unaligned(y + i);
   }
   for (; i < n; ++i) y[i] = f(x[i], i);
+}
+
+/// Whether a final pass may stream to y (see map): streaming wanted and y aligned.
+template <class A>
+bool can_stream_to(bool stream, const float* y) {
+  if constexpr (simd::enabled<A> && simd::can_stream<A, float>) {
+    return stream && reinterpret_cast<std::uintptr_t>(y) % A::alignment() == 0;
+  } else {
+    return false;
+  }
 }
 
 /// p[i] as V: a batch load, or the scalar.

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -57,25 +58,48 @@ param_floats to_floats(const Leaf& leaf) {
   return p;
 }
 
-/// e^x for x <= 0 (softmax's x - max) or NaN: kiln's exp (ops/elementwise/exp.hpp, the
-/// same reduction and polynomial) without the overflow side, 2^n one exponent field
-/// (n in [-126, 0]), and results below FLT_MIN flushed to 0 (below 1.2e-38 of the row's
-/// largest term: nothing a sum or a probability can show). About a quarter fewer
-/// instructions than the general exp on AVX2, where exp is most of softmax's work.
+/// Whether V is a batch of 16 floats on AVX-512.
+template <class V>
+inline constexpr bool is_avx512_batch = false;
+template <class A>
+inline constexpr bool is_avx512_batch<xsimd::batch<float, A>> = std::is_base_of_v<xsimd::avx512f, A>;
+
+/// P of e^r ~= 1 + r + r^2 P(r) one degree below exp.hpp's exp_pf: within 2.3 ulp of e^x
+/// instead of 1 (scripts/fit_exp.py 3), one multiply-add fewer an element where the exp
+/// is most of a softmax's (and attention's) arithmetic.
+inline constexpr std::array<float, 4> row_exp_pf = {4.999923110e-01f, 1.666711420e-01f, 4.189011455e-02f,
+                                                    8.312527090e-03f};
+
+/// e^x for x <= 0 (softmax's x - max) or NaN: kiln's exp reduction (ops/elementwise/
+/// exp.hpp) with row_exp_pf, without the overflow side, 2^n one exponent field (n in
+/// [-126, 0]), and results below FLT_MIN flushed to 0 (below 1.2e-38 of the row's
+/// largest term: nothing a sum or a probability can show). On AVX2 about a third fewer
+/// instructions than the general exp, where exp is most of softmax's work.
 template <class V>
 V exp_nonpositive(const V& x) {
   using std::nearbyint;
   constexpr float lowest = -87.33654f;  // ln(FLT_MIN)
-  const V c = max_keep_nan(V(lowest), x);
-  const V n = nearbyint(c * V(exp_log2e));
-  const V r = fmadd(n, V(-exp_ln2_lo), fmadd(n, V(-exp_ln2_hi), c));
-  const V er = fmadd(r * r, horner(r, exp_pf), r) + V(1.0f);
-  if constexpr (std::is_same_v<V, float>) {
-    return x < lowest ? 0.0f : std::ldexp(er, static_cast<int>(n == n ? n : 0.0f)) + (n - n);
+  if constexpr (is_avx512_batch<V>) {
+    // the same values in fewer instructions: no clamp (lanes below `lowest`, -inf too,
+    // are masked to 0 by the scale instruction itself; NaN is kept: the compare is true
+    // when unordered), 2^n by scalef
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(lowest), _CMP_NLT_UQ);
+    const V n = _mm512_maskz_roundscale_ps(__mmask16(0xffff), x * V(exp_log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const V r = fmadd(n, V(-exp_ln2_lo), fmadd(n, V(-exp_ln2_hi), x));
+    const V er = fmadd(r * r, horner(r, row_exp_pf), r) + V(1.0f);
+    return _mm512_maskz_scalef_ps(keep, er, n);
   } else {
-    using I = xsimd::batch<std::int32_t, typename V::arch_type>;
-    const V pow2 = xsimd::bitwise_cast<V>((xsimd::to_int(n) + I(127)) << 23);
-    return xsimd::select(x < V(lowest), V(0.0f), er * pow2);
+    const V c = max_keep_nan(V(lowest), x);
+    const V n = nearbyint(c * V(exp_log2e));
+    const V r = fmadd(n, V(-exp_ln2_lo), fmadd(n, V(-exp_ln2_hi), c));
+    const V er = fmadd(r * r, horner(r, row_exp_pf), r) + V(1.0f);
+    if constexpr (std::is_same_v<V, float>) {
+      return x < lowest ? 0.0f : std::ldexp(er, static_cast<int>(n == n ? n : 0.0f)) + (n - n);
+    } else {
+      using I = xsimd::batch<std::int32_t, typename V::arch_type>;
+      const V pow2 = xsimd::bitwise_cast<V>((xsimd::to_int(n) + I(127)) << 23);
+      return xsimd::select(x < V(lowest), V(0.0f), er * pow2);
+    }
   }
 }
 
@@ -88,21 +112,23 @@ struct softmax_algo {
   };
   float eps = 0;
 
-  /// A whole row x (the input in memory, or a buffer) normalised into y (may be x).
-  template <class A>
-  void row(const float* x, float* y, index_t n) const {
+  /// A whole row x (the input in memory, or a buffer) normalised into y, through the
+  /// row-sized buffer buf (both may be x); `stream`: the final pass may bypass the cache;
+  /// `pf`: a prefetch hook for a later row (cpu_lines::no_prefetch).
+  template <class A, class Pf>
+  void row(const float* x, float* buf, float* y, index_t n, bool stream, const Pf& pf) const {
     const float m = cpu_lines::combine_run<A, max_reducer>(x, n, -std::numeric_limits<float>::infinity());
     if constexpr (Log) {
-      const float s = cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); });
+      const float s = cpu_lines::sum_of<A>(x, n, [m](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); }, pf);
       const float ls = std::log(s);
       cpu_lines::map<A>(x, y, n, [&](const auto& v, index_t) {
         using V = std::remove_cvref_t<decltype(v)>;
         return (v - V(m)) - V(ls);
-      });
+      }, stream);
     } else {
-      const float s = cpu_lines::map_sum<A>(x, y, n, [&](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); });
+      const float s = cpu_lines::map_sum<A>(x, buf, n, [m](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); }, pf);
       const float inv = 1.0f / s;
-      cpu_lines::map<A>(y, y, n, [&](const auto& v, index_t) { return v * std::remove_cvref_t<decltype(v)>(inv); });
+      cpu_lines::map<A>(buf, y, n, [inv](const auto& v, index_t) { return v * std::remove_cvref_t<decltype(v)>(inv); }, stream);
     }
   }
   /// Long rows: one buffer of statistics at a time, then each buffer normalised.
@@ -155,15 +181,15 @@ struct norm_algo {
   const float* w = nullptr;  // [extent] or null
   const float* b = nullptr;
 
-  template <class A>
-  void add(stats& st, const float* x, index_t n) const {
+  template <class A, class Pf = cpu_lines::no_prefetch>
+  void add(stats& st, const float* x, index_t n, const Pf& pf = {}) const {
     if constexpr (Root) {
-      st.m2 += cpu_lines::sum_of<A>(x, n, [](const auto& v) { return v * v; });
+      st.m2 += cpu_lines::sum_of<A>(x, n, [](const auto& v) { return v * v; }, pf);
     } else {
       if (n == 0) return;
       if (st.count == 0) st.shift = x[0];
       const float sh = st.shift;
-      const float mc = cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return v - std::remove_cvref_t<decltype(v)>(sh); }) /
+      const float mc = cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return v - std::remove_cvref_t<decltype(v)>(sh); }, pf) /
                        static_cast<float>(n);
       const float m2c = cpu_lines::sum_of<A>(x, n, [&](const auto& v) {
         using V = std::remove_cvref_t<decltype(v)>;
@@ -186,7 +212,7 @@ struct norm_algo {
     apply<A>(st, x, x, n, c0);
   }
   template <class A>
-  void apply(const stats& st, const float* x, float* out, index_t n, index_t c0) const {
+  void apply(const stats& st, const float* x, float* out, index_t n, index_t c0, bool stream = false) const {
     const float shift = st.shift, mean = st.mean, scale = st.scale;
     const float* wp = w ? w + c0 : nullptr;
     const float* bp = b ? b + c0 : nullptr;
@@ -196,14 +222,35 @@ struct norm_algo {
       if (wp) y = y * cpu_lines::load_as<V>(wp, i);
       if (bp) y = y + cpu_lines::load_as<V>(bp, i);
       return y;
-    });
+    }, stream);
   }
-  template <class A>
-  void row(const float* x, float* y, index_t n) const {
+  template <class A, class Pf>
+  void row(const float* x, float*, float* y, index_t n, bool stream, const Pf& pf) const {
     stats st;
-    add<A>(st, x, n);
+    add<A>(st, x, n, pf);
     finish(st, n);
-    apply<A>(st, x, y, n, 0);
+    apply<A>(st, x, y, n, 0, stream);
+  }
+};
+
+/// Rows from this length on request the next task's input piecewise inside their passes
+/// (a piece of this many elements at a time); shorter rows, all at once per task.
+inline constexpr index_t spread_prefetch_min = 256;
+
+/// The prefetch hook (cpu_lines::no_prefetch) of a row kernel's passes: a later row's
+/// input, a plain row in memory at p, or positions [b, b + n) of the statement's
+/// input, requested through io in pieces of spread_prefetch_min; neither: nothing.
+template <class Io>
+struct row_prefetch {
+  const float* p = nullptr;
+  const Io* io = nullptr;
+  index_t b = 0, n = 0;
+  void operator()(index_t i, index_t count) const {
+    if (p) {
+      cpu_lines::prefetch_floats{p}(i, count);
+    } else if (io && i % spread_prefetch_min == 0) {
+      io->prefetch(b + i, b + std::min(n, i + spread_prefetch_min));
+    }
   }
 };
 
@@ -217,17 +264,45 @@ void run_rows(const cpu_state& state, const Io& io, axis_split sp, const Algo& a
   const double work = per_element + byte_cost * double(leaf_bytes_v<decltype(io.node.arg)> + 4);
   const index_t rows = R <= block_elements ? std::max<index_t>(1, block_elements / R) : 1;
   const index_t tasks = (sp.outer + rows - 1) / rows;
+  float* const dout = io.direct_out();
   for_tasks(tasks, structural_threads(state, elements, work, tasks), [&](index_t t) {
     const index_t o0 = t * rows, o1 = std::min(sp.outer, o0 + rows);
     float* x = reinterpret_cast<float*>(cpu_scheduler::scratch((block_elements + 16) * sizeof(float)));
     if (R <= block_elements) {
+      // The next task's input is requested while this one computes (a row op is as much
+      // arithmetic as memory traffic; without it each row's first pass waits for
+      // memory): row by row, spread over each row's passes (the next task's rows are
+      // this task's, one task on), or for short rows all at once after the load.
       const float* in = io.direct(o0 * R);  // a plain tensor: read in place
+      const index_t next_rows = t + 1 < tasks ? std::min(sp.outer, o1 + rows) - o1 : 0;
+      const bool spread = in || R >= spread_prefetch_min;
       if (!in) {
         io.load(o0 * R, o1 * R, x);
-        if (t + 1 < tasks) io.prefetch(o1 * R, std::min(sp.outer, o1 + rows) * R);
-        in = x;
+        if (!spread && next_rows > 0) io.prefetch(o1 * R, (o1 + next_rows) * R);
       }
-      for (index_t o = o0; o < o1; ++o) al.template row<A>(in + (o - o0) * R, x + (o - o0) * R, R);
+      auto hook = [&](index_t o) {  // the prefetch hook of row o
+        row_prefetch<Io> h;
+        if (spread && o - o0 < next_rows) {
+          if (in) h.p = in + (o1 - o0 + o - o0) * R;  // the same row, one task on
+          else h = {nullptr, &io, (o + (o1 - o0)) * R, R};
+        }
+        return h;
+      };
+      const float* src = in ? in : x;
+      if (dout) {  // the bare op into a contiguous float tensor: the last pass writes it
+        bool streamed = false;
+        for (index_t o = o0; o < o1; ++o) {
+          float* y = dout + o * R;
+          const bool st = cpu_lines::can_stream_to<A>(io.stream, y);
+          streamed = streamed || st;
+          al.template row<A>(src + (o - o0) * R, x + (o - o0) * R, y, R, st, hook(o));
+        }
+        if (streamed) simd::stream_fence();
+        return;
+      }
+      for (index_t o = o0; o < o1; ++o) {
+        al.template row<A>(src + (o - o0) * R, x + (o - o0) * R, x + (o - o0) * R, R, false, hook(o));
+      }
       io.store(o0 * R, o1 * R, x);
       return;
     }
