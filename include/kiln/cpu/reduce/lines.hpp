@@ -162,18 +162,24 @@ float map_sum(const float* x, float* y, index_t n, F&& f, const Pf& pf = {}) {
 /// y[i] = f(x[i], i) over [0, n) (y may be x; i: the position, for per-column parameters).
 /// `stream`: full batches bypass the cache (y must be aligned to A::alignment(); the
 /// caller fences): for a kernel's final pass into a large output that nobody reads soon.
-template <class A, class F>
-void map(const float* x, float* y, index_t n, F&& f, bool stream = false) {
+template <class A, class F, class Pf = no_prefetch>
+void map(const float* x, float* y, index_t n, F&& f, bool stream = false, const Pf& pf = {}) {
   index_t i = 0;
   if constexpr (simd::enabled<A>) {
     using V = xsimd::batch<float, A>;
     constexpr auto W = static_cast<index_t>(V::size);
     if constexpr (simd::can_stream<A, float>) {
       if (stream) {
-        for (; i + W <= n; i += W) simd::stream<A>(y + i, f(V::load_unaligned(x + i), i));
+        for (; i + W <= n; i += W) {
+          pf(i, W);
+          simd::stream<A>(y + i, f(V::load_unaligned(x + i), i));
+        }
       }
     }
-    for (; i + W <= n; i += W) f(V::load_unaligned(x + i), i).store_unaligned(y + i);
+    for (; i + W <= n; i += W) {
+      pf(i, W);
+      f(V::load_unaligned(x + i), i).store_unaligned(y + i);
+    }
   }
   for (; i < n; ++i) y[i] = f(x[i], i);
 }

@@ -121,7 +121,7 @@ struct softmax_algo {
     if constexpr (Log) {
       const float s = cpu_lines::sum_of<A>(x, n, [m](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); }, pf);
       const float ls = std::log(s);
-      cpu_lines::map<A>(x, y, n, [&](const auto& v, index_t) {
+      cpu_lines::map<A>(x, y, n, [m, ls](const auto& v, index_t) {
         using V = std::remove_cvref_t<decltype(v)>;
         return (v - V(m)) - V(ls);
       }, stream);
@@ -138,7 +138,7 @@ struct softmax_algo {
     const float m2 = max_op::apply(st.m, mc);
     if (m2 == -std::numeric_limits<float>::infinity()) return;  // nothing but -inf so far
     const float scale = st.m == m2 ? 1.0f : exp_approx(st.m - m2);
-    st.s = st.s * scale + cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m2)); });
+    st.s = st.s * scale + cpu_lines::sum_of<A>(x, n, [m2](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m2)); });
     st.m = m2;
   }
   void finish(stats& st, index_t) const {
@@ -149,13 +149,13 @@ struct softmax_algo {
     const float m = st.m;
     if constexpr (Log) {
       const float ls = std::log(st.s);
-      cpu_lines::map<A>(x, x, n, [&](const auto& v, index_t) {
+      cpu_lines::map<A>(x, x, n, [m, ls](const auto& v, index_t) {
         using V = std::remove_cvref_t<decltype(v)>;
         return (v - V(m)) - V(ls);
       });
     } else {
       const float inv = 1.0f / st.s;
-      cpu_lines::map<A>(x, x, n, [&](const auto& v, index_t) {
+      cpu_lines::map<A>(x, x, n, [m, inv](const auto& v, index_t) {
         using V = std::remove_cvref_t<decltype(v)>;
         return exp_nonpositive(v - V(m)) * V(inv);
       });
@@ -189,9 +189,9 @@ struct norm_algo {
       if (n == 0) return;
       if (st.count == 0) st.shift = x[0];
       const float sh = st.shift;
-      const float mc = cpu_lines::sum_of<A>(x, n, [&](const auto& v) { return v - std::remove_cvref_t<decltype(v)>(sh); }, pf) /
+      const float mc = cpu_lines::sum_of<A>(x, n, [sh](const auto& v) { return v - std::remove_cvref_t<decltype(v)>(sh); }, pf) /
                        static_cast<float>(n);
-      const float m2c = cpu_lines::sum_of<A>(x, n, [&](const auto& v) {
+      const float m2c = cpu_lines::sum_of<A>(x, n, [sh, mc](const auto& v) {
         using V = std::remove_cvref_t<decltype(v)>;
         const V d = (v - V(sh)) - V(mc);
         return d * d;
@@ -211,25 +211,26 @@ struct norm_algo {
   void apply(const stats& st, float* x, index_t n, index_t c0) const {
     apply<A>(st, x, x, n, c0);
   }
-  template <class A>
-  void apply(const stats& st, const float* x, float* out, index_t n, index_t c0, bool stream = false) const {
+  template <class A, class Pf = cpu_lines::no_prefetch>
+  void apply(const stats& st, const float* x, float* out, index_t n, index_t c0, bool stream = false,
+             const Pf& pf = {}) const {
     const float shift = st.shift, mean = st.mean, scale = st.scale;
     const float* wp = w ? w + c0 : nullptr;
     const float* bp = b ? b + c0 : nullptr;
-    cpu_lines::map<A>(x, out, n, [&](const auto& v, index_t i) {
+    cpu_lines::map<A>(x, out, n, [shift, mean, scale, wp, bp](const auto& v, index_t i) {
       using V = std::remove_cvref_t<decltype(v)>;
       V y = Root ? v * V(scale) : ((v - V(shift)) - V(mean)) * V(scale);
       if (wp) y = y * cpu_lines::load_as<V>(wp, i);
       if (bp) y = y + cpu_lines::load_as<V>(bp, i);
       return y;
-    }, stream);
+    }, stream, pf);
   }
   template <class A, class Pf>
   void row(const float* x, float*, float* y, index_t n, bool stream, const Pf& pf) const {
     stats st;
-    add<A>(st, x, n, pf);
+    add<A>(st, x, n);
     finish(st, n);
-    apply<A>(st, x, y, n, 0, stream);
+    apply<A>(st, x, y, n, 0, stream, pf);
   }
 };
 
