@@ -135,8 +135,11 @@ struct cpu_reduce_driver {
       const int max_threads = structural_threads(state, elements, per_element, std::numeric_limits<index_t>::max());
       const bool split = sp.outer < max_threads && R >= 2 * segment_elements;
       if (!split) {
-        // rows a task: as many as fill a buffer (an empty axis: any number; a long row: one)
-        const index_t rows = R == 0 ? block_elements : std::max<index_t>(1, block_elements / R);
+        // rows a task: as many as fill a buffer (an empty axis: any number; a long row:
+        // one); a plain tensor read in place needs no buffer: tasks 16 buffers long, so
+        // that claiming a task and storing its results cost nothing next to its reads
+        const index_t task_elements = io.direct(0) ? 16 * block_elements : block_elements;
+        const index_t rows = R == 0 ? block_elements : std::max<index_t>(1, task_elements / R);
         const index_t tasks = (sp.outer + rows - 1) / rows;
         for_tasks(tasks, structural_threads(state, elements, per_element, tasks), [&](index_t t) {
           const index_t o0 = t * rows, o1 = std::min(sp.outer, o0 + rows);
