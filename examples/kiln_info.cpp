@@ -39,6 +39,16 @@ void print(const kiln::vulkan::device_info& d, bool selected) {
               d.max_shared_memory / 1024);
   std::printf("    arithmetic         fp16 %s, int8 %s, int64 %s, integer dot product %s\n", yes(d.fp16_arithmetic),
               yes(d.int8_arithmetic), yes(d.int64), yes(d.integer_dot_product));
+  if (d.integer_dot_product) {
+    std::string fast;
+    for (const auto& [on, what] : {std::pair{d.dot4x8_signed_accelerated, "signed"},
+                                   std::pair{d.dot4x8_unsigned_accelerated, "unsigned"},
+                                   std::pair{d.dot4x8_mixed_accelerated, "mixed"}}) {
+      if (on) fast += (fast.empty() ? "" : ", ") + std::string(what);
+    }
+    std::printf("    4x8-bit dots       accelerated: %s (quantized products: %s)\n", fast.empty() ? "none" : fast.c_str(),
+                d.dot4x8_signed_accelerated ? "packed dot products" : "plain integer multiply-adds");
+  }
   std::printf("    storage            8-bit %s, 16-bit %s\n", yes(d.storage_8bit), yes(d.storage_16bit));
   std::printf("    cooperative matrix %s%s\n", yes(d.cooperative_matrix),
               d.cooperative_matrix_claimed && !d.cooperative_matrix ? " (claimed by the driver, not on kiln's allow-list)" : "");

@@ -9,15 +9,41 @@
 //                   gets inv = 0 and scale NaN (its outputs are NaN), an all-zero row 0, 0
 //   kiln_xword      x_q = clamp(roundEven(x * inv), -127, 127) of weights k .. k + 3 of
 //                   the row starting at position xrow (0 past K), little-endian bytes
+//   KILN_DOT 1      (a device with shaderIntegerDotProduct): KILN_DOT4(a, b), the dot
+//                   product of two words of four signed bytes (OpSDot with
+//                   PackedVectorFormat4x8Bit: exact, no saturation, the sum the plain
+//                   path's four multiply-adds give), and kiln_sfield(cw, s), field s of a
+//                   code word (KILN_FLIP applied) as four signed bytes code - OFFSET
 
 #define KILN_FIELDS (8u / uint(KILN_BITS))  // fields a code byte
 #define KILN_CHUNK (32u * KILN_FIELDS)       // weights a 32-byte chunk of codes
 #if KILN_BITS == 8
 #define KILN_FLIP 0x80808080u  // XOR with it: the stored (unsigned) codes as two's complement
-#elif KILN_BITS == 4
+#elif KILN_BITS == 4 && !KILN_DOT
 #define KILN_FLIP 0x88888888u
 #else
 #define KILN_FLIP 0u
+#endif
+
+#if KILN_DOT
+// OpSDot (SPV_KHR_integer_dot_product; capabilities DotProduct, DotProductInput4x8BitPacked)
+// of 32-bit operands read as four signed bytes: format is PackedVectorFormat4x8Bit, 0.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int kiln_sdot(uint a, uint b, spirv_literal int format);
+#define KILN_DOT4(a, b) kiln_sdot(a, b, 0)
+
+// Field s of code word cw as four signed bytes code - OFFSET. int8: the flipped word
+// itself. int4 and ternary (not flipped): each field masked to a byte u, then
+// (u + 128 - OFFSET) ^ 0x80 is u - OFFSET in two's complement; the addition carries out
+// of no byte (u + 128 - OFFSET <= 0x87).
+uint kiln_sfield(uint cw, uint s) {
+#if KILN_BITS == 8
+  return cw;
+#else
+  uint u = (cw >> (uint(KILN_BITS) * s)) & (KILN_BITS == 4 ? 0x0f0f0f0fu : 0x03030303u);
+  return (u + (128u - uint(KILN_OFFSET)) * 0x01010101u) ^ 0x80808080u;
+#endif
+}
 #endif
 
 // a (finite, > 0) as m * 2^e with m in [2^23, 2^24)

@@ -14,7 +14,9 @@
 //      with the offset and a sign-extending extract, ternary by a subtraction), int32
 //      sums per 32-weight field block, added up per scale group and converted to float
 //      once per group: acc += scale[n, g] * float(isum_g); the output is
-//      row scale * acc through the epilogue, once.
+//      row scale * acc through the epilogue, once. KILN_DOT 1: each x word and field of
+//      a code word as four signed bytes into one packed dot product (common.comp's
+//      KILN_DOT4, kiln_sfield), the same int32 sums.
 // Generated before it (codegen/quant.hpp): the parameter block `p` (rows = M), the hooks
 // kiln_prologue (x at m * K + k), kiln_epilogue, kiln_code4 (code words w .. w + 3 of
 // the codes) and kiln_scale (element e of the scales); then common.comp.
@@ -86,6 +88,13 @@ void main() {
       for (uint i = 0u; i < NC * KILN_FIELDS; ++i) part[i] = 0;
       [[unroll]] for (uint qw = 0u; qw < 8u; ++qw) {
         [[unroll]] for (uint s = 0u; s < KILN_FIELDS; ++s) {
+#if KILN_DOT
+          uint xd = kiln_xq[xb + 8u * s + qw];
+          [[unroll]] for (uint j = 0u; j < NC; ++j) {
+            uint cw = qw < 4u ? w0[j][qw] : w1[j][qw - 4u];
+            part[j * KILN_FIELDS + s] += KILN_DOT4(xd, kiln_sfield(cw, s));
+          }
+#else
           int xw = int(kiln_xq[xb + 8u * s + qw]);
           int xv[4];
           [[unroll]] for (uint b = 0u; b < 4u; ++b) xv[b] = bitfieldExtract(xw, int(8u * b), 8);
@@ -102,6 +111,7 @@ void main() {
             }
             part[j * KILN_FIELDS + s] += sum;
           }
+#endif
         }
       }
       for (uint s = 0u; s < KILN_FIELDS; ++s) {

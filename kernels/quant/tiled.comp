@@ -16,7 +16,9 @@
 //      a fused multiply-add and converts each field block's sum (an integer below 2^24:
 //      at most 32 products of 127 * 127, so exact) to int: the same int32 sums. Each
 //      group's sum is converted to float once: acc += scale[n, g] * float(isum_g); the
-//      output is row scale * acc through the epilogue, once.
+//      output is row scale * acc through the epilogue, once. KILN_DOT 1 (KILN_QF 0): each
+//      staged x word and field of a code word as four signed bytes into one packed dot
+//      product (common.comp's KILN_DOT4, kiln_sfield), the same int32 sums.
 // Rows past M and columns past N stage zeros and are not stored; code words past a
 // row's end stage zeros against x_q = 0.
 // Generated before it (codegen/quant.hpp): the parameter block `p` (rows = M, tiles =
@@ -126,6 +128,14 @@ void main() {
           [[unroll]] for (uint j = 0u; j < TN; ++j) wv[j] = kiln_wq[(tx + j * (BN / TN)) * WS + c * 2u + h];
           [[unroll]] for (uint e = 0u; e < 4u; ++e) {
             uint xw = c * (KILN_CHUNK / 4u) + 8u * s + 4u * h + e;  // the x word of code word 4h + e, field s
+#if KILN_DOT
+            uint xd[TM];
+            [[unroll]] for (uint i = 0u; i < TM; ++i) xd[i] = kiln_xq[(ty + i * (BM / TM)) * XS + xw];
+            [[unroll]] for (uint j = 0u; j < TN; ++j) {
+              uint sw = kiln_sfield(wv[j][e], s);
+              [[unroll]] for (uint i = 0u; i < TM; ++i) gsum[i * TN + j] += KILN_DOT4(xd[i], sw);
+            }
+#else
 #if KILN_QF
             float xv[TM * 4u];
 #else
@@ -157,6 +167,7 @@ void main() {
 #endif
               }
             }
+#endif  // KILN_DOT
           }
         }
 #if KILN_QF

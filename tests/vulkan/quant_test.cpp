@@ -16,12 +16,20 @@
 //               matvec kernel's on the same rows; sizes within the device's limits; a
 //               GPU's sizes (integer products) and a CPU device's forced by
 //               KILN_VULKAN_QUANT on whatever device runs the tests.
+//   dot products (packed 4x8-bit OpSDot, where the device has shaderIntegerDotProduct)
+//               forced on and off by KILN_VULKAN_QUANT for the matvec kernel and both
+//               tiled sizes, M = 1 / 5 / 70, every scheme, f32 and f16: the same bits
+//               as the plain integer path, exact on integer data at the extremes (x_q and
+//               codes at +-127); chosen by default only where the device reports them
+//               accelerated; KILN_VULKAN_QUANT's words parsed and checked.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -310,12 +318,26 @@ void expect_close(const std::vector<T>& got, const qref& ref, const std::string&
   }
 }
 
-/// The kernel a product of M rows of x runs (or the one KILN_VULKAN_QUANT forces).
-std::string product_variant(index_t M) {
+/// " dot4x8" where the products on c take packed integer dot products (KILN_VULKAN_QUANT's
+/// dot / plain, else the device's acceleration), else "".
+std::string dot_suffix(kiln::context<kiln::vulkan>& c) {
+  const auto& d = kiln::vulkan::device(c);
+  const bool dot = d.integer_dot_product && kiln::detail::vk::forced_quant().dot.value_or(d.dot4x8_signed_accelerated);
+  return dot ? " dot4x8" : "";
+}
+
+/// The kernel a product of M rows of x runs on c (or the one KILN_VULKAN_QUANT forces).
+std::string product_variant(kiln::context<kiln::vulkan>& c, index_t M) {
   namespace vk = kiln::detail::vk;
-  const vk::quant_force f = vk::forced_quant();
-  if (f == vk::quant_force::matvec) return "vulkan.quant.matvec";
-  return M > vk::quant_matvec_rows || f != vk::quant_force::none ? "vulkan.quant.tiled" : "vulkan.quant.matvec";
+  const vk::quant_force f = vk::forced_quant().kernel;
+  const bool tiled = f != vk::quant_force::matvec && (M > vk::quant_matvec_rows || f != vk::quant_force::none);
+  return (tiled ? "vulkan.quant.tiled" : "vulkan.quant.matvec") + dot_suffix(c);
+}
+
+/// KILN_VULKAN_QUANT naming `kernel` ("": the shape's) and the arithmetic now forced, if any.
+std::string with_kernel(const std::string& kernel) {
+  const auto dot = kiln::detail::vk::forced_quant().dot;
+  return kernel + (dot ? (*dot ? " dot" : " plain") : "");
 }
 
 /// y = matmul(x, q) for x [M, K] on the device against the reference, one kernel (matvec
@@ -334,7 +356,7 @@ void check_matvec(kiln::context<kiln::vulkan>& c, std::mt19937_64& g, index_t M,
   const std::vector<float> xv(xt.begin(), xt.end());
   const auto x = kiln::from_host(c, {M, K}, xt);
   auto y = kiln::empty<T>(c, {M, N});
-  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), product_variant(M)) << what;
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), product_variant(c, M)) << what;
   const std::uint64_t before = c.kernels_launched();
   y = kiln::matmul(x, q);
   EXPECT_EQ(c.kernels_launched() - before, 1u) << what;
@@ -342,11 +364,11 @@ void check_matvec(kiln::context<kiln::vulkan>& c, std::mt19937_64& g, index_t M,
   const auto yh = y.to_host();
   expect_close(yh, ref, what, std::is_same_v<T, float> ? 0.0 : std::is_same_v<T, kiln::half> ? 0x1p-11 : 0x1p-8);
   const index_t R = std::min<index_t>(M, kiln::detail::vk::quant_matvec_rows);
-  if (product_variant(M) == "vulkan.quant.tiled") {
-    kiln_test::scoped_env matvec("KILN_VULKAN_QUANT", "matvec");
+  if (product_variant(c, M).starts_with("vulkan.quant.tiled")) {
+    kiln_test::scoped_env matvec("KILN_VULKAN_QUANT", with_kernel("matvec").c_str());
     const auto xr = kiln::from_host(c, {R, K}, std::vector<T>(xt.begin(), xt.begin() + R * K));
     auto yr = kiln::empty<T>(c, {R, N});
-    ASSERT_EQ(kiln::kernel_variant(kiln::matmul(xr, q)), "vulkan.quant.matvec");
+    ASSERT_EQ(kiln::kernel_variant(kiln::matmul(xr, q)), "vulkan.quant.matvec" + dot_suffix(c));
     yr = kiln::matmul(xr, q);
     const auto rh = yr.to_host();
     for (std::size_t i = 0; i < rh.size(); ++i) {
@@ -519,7 +541,7 @@ TEST_F(quant, tiled_on_integer_data_is_exact) {
     for (const float sc : q.scales().to_host()) ASSERT_NEAR(sc, 1.0f, (std::is_same_v<S, qs::ternary> ? 1e-5 : 0.0)) << what;
     const auto x = kiln::from_host(c, {M, K}, xi);
     auto y = kiln::empty<float>(c, {M, N});
-    EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), "vulkan.quant.tiled") << what;
+    EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), "vulkan.quant.tiled" + dot_suffix(c)) << what;
     y = kiln::matmul(x, q);
     const auto yh = y.to_host();
     const auto scales = q.scales().to_host();
@@ -560,7 +582,7 @@ TEST_F(quant, matvec_fuses_its_prologue_and_a_bias_then_gelu_epilogue) {
   const auto x = kiln::from_host(c, {M, K}, xh);
   const auto bias = kiln::from_host(c, {N}, bh);
   auto y = kiln::empty<float>(c, {M, N});
-  EXPECT_EQ(kiln::kernel_variant(kiln::gelu(kiln::linear(x * 0.5f, q, bias))), product_variant(M));
+  EXPECT_EQ(kiln::kernel_variant(kiln::gelu(kiln::linear(x * 0.5f, q, bias))), product_variant(c, M));
   const std::uint64_t before = c.kernels_launched();
   y = kiln::gelu(kiln::linear(x * 0.5f, q, bias));
   EXPECT_EQ(c.kernels_launched() - before, 1u);
@@ -624,7 +646,7 @@ TEST_F(quant, matvec_and_tiled_give_nan_for_a_row_holding_nan_or_inf) {
     xh[2 * K + 95] = -std::numeric_limits<float>::infinity();
     for (index_t k = 0; k < K; ++k) xh[3 * K + k] = 0.0f;  // all zero: outputs 0
     auto y = kiln::empty<float>(c, {M, N});
-    EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::from_host(c, {M, K}, xh), q)), product_variant(M));
+    EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::from_host(c, {M, K}, xh), q)), product_variant(c, M));
     y = kiln::matmul(kiln::from_host(c, {M, K}, xh), q);
     const auto yh = y.to_host();
     for (index_t n = 0; n < N; ++n) {
@@ -704,9 +726,182 @@ TEST_F(quant, kernel_variants_are_named) {
   const auto w = kiln::zeros<float>(c, {4, 64});
   const auto q = kiln::quantize<qs::int8>(w);
   EXPECT_EQ(kiln::kernel_variant(kiln::dequantize(q)), "vulkan.quant.dequantize");
-  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {2, 64}), q)), "vulkan.quant.matvec");
-  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {5, 64}), q)), "vulkan.quant.tiled");
-  EXPECT_EQ(kiln::kernel_variant(kiln::gelu(kiln::linear(kiln::zeros<float>(c, {2, 40, 64}), q))), "vulkan.quant.tiled");
+  const std::string dot = dot_suffix(c);  // " dot4x8" on a device with accelerated dot products
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {2, 64}), q)), "vulkan.quant.matvec" + dot);
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {5, 64}), q)), "vulkan.quant.tiled" + dot);
+  EXPECT_EQ(kiln::kernel_variant(kiln::gelu(kiln::linear(kiln::zeros<float>(c, {2, 40, 64}), q))), "vulkan.quant.tiled" + dot);
   const auto d = kiln::dequantize(q);
   (void)d;
+}
+
+TEST_F(quant, kiln_vulkan_quant_names_a_kernel_and_an_arithmetic) {
+  namespace vk = kiln::detail::vk;
+  EXPECT_EQ(vk::parse_quant_forcing("").kernel, vk::quant_force::none);
+  EXPECT_FALSE(vk::parse_quant_forcing("").dot.has_value());
+  EXPECT_EQ(vk::parse_quant_forcing("tiled gpu").kernel, vk::quant_force::tiled_gpu);
+  const auto f = vk::parse_quant_forcing("tiled cpu dot");
+  EXPECT_EQ(f.kernel, vk::quant_force::tiled_cpu);
+  EXPECT_EQ(f.dot, std::optional<bool>(true));
+  const auto p = vk::parse_quant_forcing(" plain  matvec ");
+  EXPECT_EQ(p.kernel, vk::quant_force::matvec);
+  EXPECT_EQ(p.dot, std::optional<bool>(false));
+  EXPECT_EQ(vk::parse_quant_forcing("dot").kernel, vk::quant_force::none);
+  for (const char* bad : {"gpu", "tiled matvec", "dot plain", "tiled fast", "Dot"}) {
+    try {
+      (void)vk::parse_quant_forcing(bad);
+      ADD_FAILURE() << bad << ": no exception";
+    } catch (const kiln::error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("KILN_VULKAN_QUANT='") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(quant, dot_products_run_where_accelerated_or_forced) {
+  namespace vk = kiln::detail::vk;
+  using vk::quant_kind;
+  const vk::quant_device slow{1024, 32768, true, true, false};  // lavapipe: the feature, nothing accelerated
+  const vk::quant_device fast{1024, 32768, false, true, true};  // a GPU reporting signed 4x8 dots accelerated
+  const vk::quant_device none{1024, 32768, false, false, false};
+  const vk::quant_forcing dot{vk::quant_force::none, true}, plain{vk::quant_force::none, false};
+  for (const index_t M : {1, 64}) {
+    const std::string kernel = M == 1 ? "vulkan.quant.matvec" : "vulkan.quant.tiled";
+    EXPECT_FALSE(vk::select_quant(quant_kind::matvec, 4096, slow, "op", 4096, M, 8).dot);
+    EXPECT_FALSE(vk::select_quant(quant_kind::matvec, 4096, none, "op", 4096, M, 8).dot);
+    const auto f = vk::select_quant(quant_kind::matvec, 4096, fast, "op", 4096, M, 4);
+    EXPECT_TRUE(f.dot);
+    EXPECT_FALSE(f.qf);
+    EXPECT_EQ(f.name(), kernel + " dot4x8");
+    EXPECT_FALSE(vk::select_quant(quant_kind::matvec, 4096, fast, "op", 4096, M, 4, plain).dot);
+    const auto forced = vk::select_quant(quant_kind::matvec, 4096, slow, "op", 4096, M, 2, dot);
+    EXPECT_TRUE(forced.dot);
+    EXPECT_FALSE(forced.qf);  // on a CPU device the dot replaces the float multiply-adds
+    EXPECT_EQ(forced.name(), kernel + " dot4x8");
+    EXPECT_EQ(vk::select_quant(quant_kind::matvec, 4096, slow, "op", 4096, M, 2).name(), kernel);
+    try {
+      (void)vk::select_quant(quant_kind::matvec, 4096, none, "kiln::matmul: x is ...", 4096, M, 8, dot);
+      ADD_FAILURE() << "no exception";
+    } catch (const kiln::shader_error& e) {
+      EXPECT_NE(std::string(e.what()).find("shaderIntegerDotProduct"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(vk::select_quant(quant_kind::dequantize, 4096, fast, "op", 4096).dot);
+  EXPECT_FALSE(vk::select_quant(quant_kind::pack, 4096, fast, "op", 4096).dot);
+  // the device this runs on: the kernel by its acceleration
+  kiln_test::scoped_env unset("KILN_VULKAN_QUANT", nullptr);
+  auto& c = ctx();
+  const auto& d = kiln::vulkan::device(c);
+  const auto q = kiln::quantize<qs::int8>(kiln::zeros<float>(c, {4, 64}));
+  const bool fast_here = d.integer_dot_product && d.dot4x8_signed_accelerated;
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {1, 64}), q)),
+            std::string("vulkan.quant.matvec") + (fast_here ? " dot4x8" : ""));
+}
+
+TEST_F(quant, dot_products_and_plain_multiply_adds_give_the_same_bits) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  if (!kiln::vulkan::device(c).integer_dot_product) GTEST_SKIP() << "the device has no shaderIntegerDotProduct";
+  // y = matmul(x, q) with KILN_VULKAN_QUANT = kernel + " plain" and + " dot": the same
+  // bits, and the dot's against the reference
+  const auto both = [&](auto scheme, auto type, const std::string& kernel, index_t M, index_t N, index_t K,
+                        kiln::quant_options o) {
+    using S = decltype(scheme);
+    using T = decltype(type);
+    const std::string what = std::string(S::name) + (std::is_same_v<T, float> ? "" : " f16") + " '" + kernel + "' M " +
+                             std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K) + " group " +
+                             std::to_string(o.group) + (o.per_row ? " per row" : "");
+    const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
+    const auto q = kiln::quantize<S>(kiln::from_host(c, {N, K}, wh), o);
+    const auto xf = kiln_test::uniform(g, static_cast<std::size_t>(M * K), -3.0f, 3.0f);
+    const std::vector<T> xt(xf.begin(), xf.end());
+    const auto x = kiln::from_host(c, {M, K}, xt);
+    std::vector<T> got[2];
+    for (int dot = 0; dot < 2; ++dot) {
+      const std::string force = kernel + (dot ? " dot" : " plain");
+      kiln_test::scoped_env env("KILN_VULKAN_QUANT", force.c_str());
+      const std::string v = kiln::kernel_variant(kiln::matmul(x, q));
+      EXPECT_EQ(v.ends_with(" dot4x8"), dot == 1) << what << ": " << v;
+      EXPECT_EQ(v, product_variant(c, M)) << what;
+      auto y = kiln::empty<T>(c, {M, N});
+      y = kiln::matmul(x, q);
+      got[dot] = y.to_host();
+    }
+    const qref ref = ref_qmatmul<S>(std::vector<float>(xt.begin(), xt.end()), M, K, q.codes().to_host(),
+                                    q.scales().to_host(), q.layout());
+    expect_close(got[1], ref, what + " dot", std::is_same_v<T, float> ? 0.0 : 0x1p-11);
+    ASSERT_EQ(got[0].size(), got[1].size()) << what;
+    for (std::size_t i = 0; i < got[0].size(); ++i) {
+      const float a = float(got[0][i]), b = float(got[1][i]);
+      if (std::memcmp(&a, &b, sizeof a) != 0) {
+        ADD_FAILURE() << what << ": y[" << i << "] plain " << a << ", dot " << b;
+        break;
+      }
+    }
+  };
+  for (const std::string kernel : {"", "matvec", "tiled gpu", "tiled cpu"}) {
+    for (const index_t M : {1, 5, 70}) {
+      both(qs::int8{}, float{}, kernel, M, 37, 4096, {});
+      both(qs::int8{}, float{}, kernel, M, 70, 96, {.group = 32});
+      both(qs::int4{}, float{}, kernel, M, 37, 4096, {.group = 32});
+      both(qs::int4{}, float{}, kernel, M, 70, 256, {.group = 128});
+      both(qs::ternary{}, float{}, kernel, M, 70, 4096, {});
+      both(qs::ternary{}, float{}, kernel, M, 37, 100, {.per_row = true});  // K past a chunk: padded codes
+      both(qs::int8{}, kiln::half{}, kernel, M, 37, 96, {.group = 32});
+      both(qs::int4{}, kiln::half{}, kernel, M, 70, 96, {.group = 32});
+      both(qs::ternary{}, kiln::half{}, kernel, M, 37, 96, {});
+    }
+  }
+}
+
+TEST_F(quant, dot_products_on_integer_data_are_exact) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  if (!kiln::vulkan::device(c).integer_dot_product) GTEST_SKIP() << "the device has no shaderIntegerDotProduct";
+  // codes at -qmax .. qmax (int8 also +-127 against x_q +-127), scales 1: the int32 sums exactly
+  const auto run = [&](auto scheme, const std::string& kernel, index_t M, index_t N, index_t K) {
+    using S = decltype(scheme);
+    const std::string what = std::string(S::name) + " '" + kernel + "' M " + std::to_string(M) + " K " + std::to_string(K);
+    const index_t grp = std::is_same_v<S, qs::int4> ? 32 : K;  // int8: a scale per row; int4: per 32
+    auto wi = kiln_test::uniform_int<float>(g, static_cast<std::size_t>(N * K), -S::qmax, S::qmax);
+    if constexpr (std::is_same_v<S, qs::ternary>) {
+      for (auto& v : wi) v = v > 0 ? 1.0f : -1.0f;  // gamma = mean |w| = 1
+    } else {
+      for (index_t n = 0; n < N; ++n)  // a +-qmax in every group: scales 1
+        for (index_t k0 = 0; k0 < K; k0 += grp) wi[n * K + k0 + (n + k0) % grp] = (n % 2 ? -1.0f : 1.0f) * S::qmax;
+    }
+    auto xi = kiln_test::uniform_int<float>(g, static_cast<std::size_t>(M * K), -127, 127);
+    for (index_t m = 0; m < M; ++m) {
+      xi[m * K + (7 * m) % K] = m % 2 ? 127.0f : -127.0f;  // max|x| = 127: x_q = x
+      if (m == 0)
+        for (index_t k = 0; k < K; ++k) xi[k] = k % 3 ? -127.0f : 127.0f;  // every product at the extremes
+    }
+    if (!std::is_same_v<S, qs::ternary>)
+      for (index_t k = 0; k < K; ++k) wi[k] = float(S::qmax);  // row 0: all +qmax
+    const auto q = kiln::quantize<S>(kiln::from_host(c, {N, K}, wi), options<S>(std::is_same_v<S, qs::int4> ? 32 : 0, true));
+    const auto scales = q.scales().to_host();
+    for (const float sc : scales) ASSERT_NEAR(sc, 1.0f, (std::is_same_v<S, qs::ternary> ? 1e-5 : 0.0)) << what;
+    const auto x = kiln::from_host(c, {M, K}, xi);
+    kiln_test::scoped_env env("KILN_VULKAN_QUANT", (kernel + " dot").c_str());
+    auto y = kiln::empty<float>(c, {M, N});
+    y = kiln::matmul(x, q);
+    const auto yh = y.to_host();
+    for (index_t m = 0; m < M; ++m) {
+      for (index_t n = 0; n < N; ++n) {
+        std::int64_t isum = 0;
+        for (index_t k = 0; k < K; ++k) isum += std::int64_t(xi[m * K + k]) * std::int64_t(wi[n * K + k]);
+        if constexpr (std::is_same_v<S, qs::ternary>) {  // gamma within rounding of 1
+          ASSERT_EQ(yh[m * N + n], scales[static_cast<std::size_t>(n)] * float(isum)) << what << " y[" << m << ", " << n << "]";
+        } else {
+          ASSERT_EQ(double(yh[m * N + n]), double(isum)) << what << " y[" << m << ", " << n << "]";
+        }
+      }
+    }
+  };
+  for (const std::string kernel : {"matvec", "tiled gpu", "tiled cpu"}) {
+    for (const index_t K : {96, 4096}) {
+      run(qs::int8{}, kernel, 3, 37, K);
+      run(qs::int4{}, kernel, 3, 37, K);
+      run(qs::ternary{}, kernel, 3, 37, K);
+      run(qs::int8{}, kernel, 9, 70, K);
+    }
+  }
 }

@@ -129,11 +129,25 @@ class context_state {
     f10.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
     f10.pNext = &f11;
     f10.features.shaderInt64 = info_.int64;
+    // Integer dot products (the quantized products' packed 4x8-bit dots): the extension's
+    // struct, core in 1.3 (no VkPhysicalDeviceVulkan13Features in the chain, which may not
+    // stand beside it); a 1.2 device also needs the extension itself enabled.
+    VkPhysicalDeviceShaderIntegerDotProductFeatures fdot{};
+    fdot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+    fdot.shaderIntegerDotProduct = VK_TRUE;
+    std::vector<const char*> extensions;
+    if (info_.integer_dot_product) {
+      fdot.pNext = f10.pNext;
+      f10.pNext = &fdot;
+      if (info_.integer_dot_product_extension) extensions.push_back("VK_KHR_shader_integer_dot_product");
+    }
     VkDeviceCreateInfo di{};
     di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     di.pNext = &f10;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
+    di.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
+    di.ppEnabledExtensionNames = extensions.data();
     VkDevice dev = VK_NULL_HANDLE;
     if (VkResult r = vkCreateDevice(physical_, &di, nullptr, &dev); r != VK_SUCCESS) {
       throw device_unavailable("kiln::vulkan: cannot open " + info_.label() + ": " + call_failed("vkCreateDevice", r));

@@ -380,7 +380,20 @@ struct device_info {
   bool int64 = false;  // shaderInt64: 64-bit integers in shaders (generated kernels' wide loads)
   bool storage_8bit = false;
   bool storage_16bit = false;
+  /// shaderIntegerDotProduct (Vulkan 1.3, or VK_KHR_shader_integer_dot_product on 1.2):
+  /// OpSDot / OpUDot / OpSUDot in shaders; kiln enables it on the device it opens.
   bool integer_dot_product = false;
+  /// The device has it through VK_KHR_shader_integer_dot_product (a Vulkan 1.2 device),
+  /// which kiln then enables as a device extension.
+  bool integer_dot_product_extension = false;
+  /// Which dot products of four 8-bit integers packed in a 32-bit word the driver reports
+  /// as faster than the multiplies and adds they stand for
+  /// (VkPhysicalDeviceShaderIntegerDotProductProperties::integerDotProduct4x8BitPacked*Accelerated):
+  /// signed x signed, unsigned x unsigned, signed x unsigned. kiln's quantized products
+  /// use the signed one by default only where it is accelerated (lavapipe reports none).
+  bool dot4x8_signed_accelerated = false;
+  bool dot4x8_unsigned_accelerated = false;
+  bool dot4x8_mixed_accelerated = false;
   bool cooperative_matrix_claimed = false;  ///< the driver advertises an extension for it
   bool cooperative_matrix = false;          ///< claimed AND the driver is on kiln's allow-list
 
@@ -553,6 +566,10 @@ inline device_info describe(VkPhysicalDevice pd, int index) {
     d.unusable_reason = "reports Vulkan " + d.api_version_string() + "; kiln needs 1.2 or newer";
   }
   if (d.api_version >= VK_API_VERSION_1_2) {
+    d.integer_dot_product_extension = d.api_version < VK_API_VERSION_1_3 && has_ext("VK_KHR_shader_integer_dot_product");
+    const bool dot_structs = d.api_version >= VK_API_VERSION_1_3 || d.integer_dot_product_extension;
+    VkPhysicalDeviceShaderIntegerDotProductProperties dotp{};
+    dotp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
     VkPhysicalDeviceMaintenance4Properties m4{};
     m4.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES;
     VkPhysicalDeviceVulkan12Properties p12{};
@@ -561,6 +578,10 @@ inline device_info describe(VkPhysicalDevice pd, int index) {
     p11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES;
     p11.pNext = &p12;
     if (d.api_version >= VK_API_VERSION_1_3) p12.pNext = &m4;
+    if (dot_structs) {
+      dotp.pNext = p11.pNext;
+      p11.pNext = &dotp;
+    }
     VkPhysicalDeviceProperties2 p2{};
     p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
     p2.pNext = &p11;
@@ -574,17 +595,20 @@ inline device_info describe(VkPhysicalDevice pd, int index) {
     d.driver_name = p12.driverName;
     d.driver_info = p12.driverInfo;
 
-    VkPhysicalDeviceVulkan13Features f13{};
-    f13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES;
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dotf{};
+    dotf.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
     VkPhysicalDeviceVulkan12Features f12{};
     f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
-    if (d.api_version >= VK_API_VERSION_1_3) f12.pNext = &f13;
     VkPhysicalDeviceVulkan11Features f11{};
     f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
     f11.pNext = &f12;
     VkPhysicalDeviceFeatures2 f2{};
     f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
     f2.pNext = &f11;
+    if (dot_structs) {  // the extension's own struct: the same query on 1.2 and 1.3 devices
+      dotf.pNext = f2.pNext;
+      f2.pNext = &dotf;
+    }
     vkGetPhysicalDeviceFeatures2(pd, &f2);
     d.storage_16bit = f11.storageBuffer16BitAccess;
     d.storage_8bit = f12.storageBuffer8BitAccess;
@@ -592,8 +616,13 @@ inline device_info describe(VkPhysicalDevice pd, int index) {
     d.int8_arithmetic = f12.shaderInt8;
     d.int64 = f2.features.shaderInt64;
     d.timeline_semaphore = f12.timelineSemaphore;
-    d.integer_dot_product = (d.api_version >= VK_API_VERSION_1_3 && f13.shaderIntegerDotProduct) ||
-                            has_ext("VK_KHR_shader_integer_dot_product");
+    d.integer_dot_product = dot_structs && dotf.shaderIntegerDotProduct;
+    if (!d.integer_dot_product) d.integer_dot_product_extension = false;
+    if (d.integer_dot_product) {
+      d.dot4x8_signed_accelerated = dotp.integerDotProduct4x8BitPackedSignedAccelerated;
+      d.dot4x8_unsigned_accelerated = dotp.integerDotProduct4x8BitPackedUnsignedAccelerated;
+      d.dot4x8_mixed_accelerated = dotp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
+    }
     if (!d.timeline_semaphore && d.unusable_reason.empty()) d.unusable_reason = "has no timeline semaphores";
   }
   d.cooperative_matrix_claimed = has_ext("VK_KHR_cooperative_matrix") || has_ext("VK_NV_cooperative_matrix");

@@ -1058,15 +1058,41 @@ inline constexpr std::string_view quant_common = R"kiln_glsl(// kernels/quant/co
 //                   gets inv = 0 and scale NaN (its outputs are NaN), an all-zero row 0, 0
 //   kiln_xword      x_q = clamp(roundEven(x * inv), -127, 127) of weights k .. k + 3 of
 //                   the row starting at position xrow (0 past K), little-endian bytes
+//   KILN_DOT 1      (a device with shaderIntegerDotProduct): KILN_DOT4(a, b), the dot
+//                   product of two words of four signed bytes (OpSDot with
+//                   PackedVectorFormat4x8Bit: exact, no saturation, the sum the plain
+//                   path's four multiply-adds give), and kiln_sfield(cw, s), field s of a
+//                   code word (KILN_FLIP applied) as four signed bytes code - OFFSET
 
 #define KILN_FIELDS (8u / uint(KILN_BITS))  // fields a code byte
 #define KILN_CHUNK (32u * KILN_FIELDS)       // weights a 32-byte chunk of codes
 #if KILN_BITS == 8
 #define KILN_FLIP 0x80808080u  // XOR with it: the stored (unsigned) codes as two's complement
-#elif KILN_BITS == 4
+#elif KILN_BITS == 4 && !KILN_DOT
 #define KILN_FLIP 0x88888888u
 #else
 #define KILN_FLIP 0u
+#endif
+
+#if KILN_DOT
+// OpSDot (SPV_KHR_integer_dot_product; capabilities DotProduct, DotProductInput4x8BitPacked)
+// of 32-bit operands read as four signed bytes: format is PackedVectorFormat4x8Bit, 0.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int kiln_sdot(uint a, uint b, spirv_literal int format);
+#define KILN_DOT4(a, b) kiln_sdot(a, b, 0)
+
+// Field s of code word cw as four signed bytes code - OFFSET. int8: the flipped word
+// itself. int4 and ternary (not flipped): each field masked to a byte u, then
+// (u + 128 - OFFSET) ^ 0x80 is u - OFFSET in two's complement; the addition carries out
+// of no byte (u + 128 - OFFSET <= 0x87).
+uint kiln_sfield(uint cw, uint s) {
+#if KILN_BITS == 8
+  return cw;
+#else
+  uint u = (cw >> (uint(KILN_BITS) * s)) & (KILN_BITS == 4 ? 0x0f0f0f0fu : 0x03030303u);
+  return (u + (128u - uint(KILN_OFFSET)) * 0x01010101u) ^ 0x80808080u;
+#endif
+}
 #endif
 
 // a (finite, > 0) as m * 2^e with m in [2^23, 2^24)
@@ -1192,7 +1218,9 @@ inline constexpr std::string_view quant_matvec = R"kiln_glsl(// kernels/quant/ma
 //      with the offset and a sign-extending extract, ternary by a subtraction), int32
 //      sums per 32-weight field block, added up per scale group and converted to float
 //      once per group: acc += scale[n, g] * float(isum_g); the output is
-//      row scale * acc through the epilogue, once.
+//      row scale * acc through the epilogue, once. KILN_DOT 1: each x word and field of
+//      a code word as four signed bytes into one packed dot product (common.comp's
+//      KILN_DOT4, kiln_sfield), the same int32 sums.
 // Generated before it (codegen/quant.hpp): the parameter block `p` (rows = M), the hooks
 // kiln_prologue (x at m * K + k), kiln_epilogue, kiln_code4 (code words w .. w + 3 of
 // the codes) and kiln_scale (element e of the scales); then common.comp.
@@ -1264,6 +1292,13 @@ void main() {
       for (uint i = 0u; i < NC * KILN_FIELDS; ++i) part[i] = 0;
       [[unroll]] for (uint qw = 0u; qw < 8u; ++qw) {
         [[unroll]] for (uint s = 0u; s < KILN_FIELDS; ++s) {
+#if KILN_DOT
+          uint xd = kiln_xq[xb + 8u * s + qw];
+          [[unroll]] for (uint j = 0u; j < NC; ++j) {
+            uint cw = qw < 4u ? w0[j][qw] : w1[j][qw - 4u];
+            part[j * KILN_FIELDS + s] += KILN_DOT4(xd, kiln_sfield(cw, s));
+          }
+#else
           int xw = int(kiln_xq[xb + 8u * s + qw]);
           int xv[4];
           [[unroll]] for (uint b = 0u; b < 4u; ++b) xv[b] = bitfieldExtract(xw, int(8u * b), 8);
@@ -1280,6 +1315,7 @@ void main() {
             }
             part[j * KILN_FIELDS + s] += sum;
           }
+#endif
         }
       }
       for (uint s = 0u; s < KILN_FIELDS; ++s) {
@@ -1364,7 +1400,9 @@ inline constexpr std::string_view quant_tiled = R"kiln_glsl(// kernels/quant/til
 //      a fused multiply-add and converts each field block's sum (an integer below 2^24:
 //      at most 32 products of 127 * 127, so exact) to int: the same int32 sums. Each
 //      group's sum is converted to float once: acc += scale[n, g] * float(isum_g); the
-//      output is row scale * acc through the epilogue, once.
+//      output is row scale * acc through the epilogue, once. KILN_DOT 1 (KILN_QF 0): each
+//      staged x word and field of a code word as four signed bytes into one packed dot
+//      product (common.comp's KILN_DOT4, kiln_sfield), the same int32 sums.
 // Rows past M and columns past N stage zeros and are not stored; code words past a
 // row's end stage zeros against x_q = 0.
 // Generated before it (codegen/quant.hpp): the parameter block `p` (rows = M, tiles =
@@ -1474,6 +1512,14 @@ void main() {
           [[unroll]] for (uint j = 0u; j < TN; ++j) wv[j] = kiln_wq[(tx + j * (BN / TN)) * WS + c * 2u + h];
           [[unroll]] for (uint e = 0u; e < 4u; ++e) {
             uint xw = c * (KILN_CHUNK / 4u) + 8u * s + 4u * h + e;  // the x word of code word 4h + e, field s
+#if KILN_DOT
+            uint xd[TM];
+            [[unroll]] for (uint i = 0u; i < TM; ++i) xd[i] = kiln_xq[(ty + i * (BM / TM)) * XS + xw];
+            [[unroll]] for (uint j = 0u; j < TN; ++j) {
+              uint sw = kiln_sfield(wv[j][e], s);
+              [[unroll]] for (uint i = 0u; i < TM; ++i) gsum[i * TN + j] += KILN_DOT4(xd[i], sw);
+            }
+#else
 #if KILN_QF
             float xv[TM * 4u];
 #else
@@ -1505,6 +1551,7 @@ void main() {
 #endif
               }
             }
+#endif  // KILN_DOT
           }
         }
 #if KILN_QF

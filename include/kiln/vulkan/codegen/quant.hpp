@@ -19,6 +19,10 @@
 //               blocking), the same int32 sums per scale group and rescaling as matvec
 //               (both kernels take the row scale and x_q from kernels/quant/common.comp,
 //               so their results agree bit for bit)
+//   dot         (matvec and tiled, quant_choice::dot) each x word and code field as four
+//               signed bytes into one packed 4x8-bit dot product (OpSDot, declared through
+//               GL_EXT_spirv_intrinsics); the same int32 sums as the plain path's
+//               multiply-adds, so the same bits
 //
 // The family's parameter block: rows (N, or M for the products), N, K, words (code words
 // per row), group (weights per scale; K for one per row or tensor), srs (the scales' row
@@ -35,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -88,14 +93,51 @@ struct vk_quant_op<qmatmul_op<S>> {
 /// chosen by shape.
 enum class quant_force : std::uint8_t { none, matvec, tiled, tiled_gpu, tiled_cpu };
 
-inline quant_force forced_quant() {
+/// What KILN_VULKAN_QUANT forces: words separated by spaces, a kernel ("matvec", "tiled",
+/// "tiled gpu", "tiled cpu") and / or the products' arithmetic ("dot": packed 4x8-bit
+/// integer dot products, OpSDot, on a device with shaderIntegerDotProduct; "plain":
+/// integer multiply-adds), e.g. "dot", "tiled cpu dot", "matvec plain". Unset: the kernel
+/// by shape, dot products where the device reports them accelerated.
+struct quant_forcing {
+  quant_force kernel = quant_force::none;
+  std::optional<bool> dot;  // true: "dot", false: "plain"
+};
+
+/// Parses a KILN_VULKAN_QUANT value; throws kiln::error on a word it does not know.
+inline quant_forcing parse_quant_forcing(std::string_view v) {
+  quant_forcing f;
+  auto bad = [&](std::string_view why) {
+    return error("kiln::vulkan: KILN_VULKAN_QUANT='" + std::string(v) + "': " + std::string(why) +
+                 " (words: matvec, tiled, tiled gpu, tiled cpu; dot or plain)");
+  };
+  std::size_t i = 0;
+  while (i < v.size()) {
+    if (v[i] == ' ') {
+      ++i;
+      continue;
+    }
+    const std::size_t end = std::min(v.find(' ', i), v.size());
+    const std::string_view w = v.substr(i, end - i);
+    i = end;
+    if (w == "matvec" || w == "tiled") {
+      if (f.kernel != quant_force::none) throw bad("two kernels");
+      f.kernel = w == "matvec" ? quant_force::matvec : quant_force::tiled;
+    } else if (w == "gpu" || w == "cpu") {
+      if (f.kernel != quant_force::tiled) throw bad("'" + std::string(w) + "' follows 'tiled' only");
+      f.kernel = w == "gpu" ? quant_force::tiled_gpu : quant_force::tiled_cpu;
+    } else if (w == "dot" || w == "plain") {
+      if (f.dot) throw bad("two kinds of arithmetic");
+      f.dot = w == "dot";
+    } else {
+      throw bad("unknown word '" + std::string(w) + "'");
+    }
+  }
+  return f;
+}
+
+inline quant_forcing forced_quant() {
   const char* v = std::getenv("KILN_VULKAN_QUANT");
-  const std::string_view f = v ? std::string_view(v) : std::string_view();
-  return f == "matvec"      ? quant_force::matvec
-         : f == "tiled"     ? quant_force::tiled
-         : f == "tiled gpu" ? quant_force::tiled_gpu
-         : f == "tiled cpu" ? quant_force::tiled_cpu
-                            : quant_force::none;
+  return v ? parse_quant_forcing(v) : quant_forcing{};
 }
 
 /// What the device allows a quant kernel (from its limits; see ops/quant.hpp).
@@ -104,6 +146,8 @@ struct quant_device {
   std::uint32_t shared_bytes = 16384;   // maxComputeSharedMemorySize
   bool cpu = false;                     // a CPU device (lavapipe): several columns per invocation,
                                         // the tiled kernel's products as float multiply-adds
+  bool dot = false;                     // shaderIntegerDotProduct (enabled on the device)
+  bool dot_fast = false;                // ... and 4x8-bit packed signed dot products accelerated
 };
 
 /// A chosen kernel and its sizes.
@@ -116,6 +160,7 @@ struct quant_choice {
   // 128), rows and columns an invocation; wg = (bm / tm) * (bn / tn) >= bm
   std::uint32_t bm = 64, bn = 64, bk = 128, tm = 4, tn = 4;
   bool qf = false;  // tiled: the products as float multiply-adds (exact; CPU devices)
+  bool dot = false; // matvec, tiled: the products as packed 4x8-bit dot products (OpSDot)
 
   /// Shared memory the matvec or tiled kernel declares for codes of `bits` bits, in bytes.
   std::uint32_t shared_bytes(int bits = 8) const {
@@ -130,13 +175,15 @@ struct quant_choice {
     if (kind == quant_kind::tiled) return {wg, bm, bn, bk, tm, tn};
     return {wg, seg, nc};
   }
-  /// kiln::kernel_variant's name.
+  /// kiln::kernel_variant's name: "vulkan.quant.matvec", or with dot products
+  /// "vulkan.quant.matvec dot4x8".
   std::string name() const {
+    const char* arith = dot ? " dot4x8" : "";
     switch (kind) {
       case quant_kind::pack: return "vulkan.quant.pack";
       case quant_kind::dequantize: return "vulkan.quant.dequantize";
-      case quant_kind::matvec: return "vulkan.quant.matvec";
-      case quant_kind::tiled: return "vulkan.quant.tiled";
+      case quant_kind::matvec: return std::string("vulkan.quant.matvec") + arith;
+      case quant_kind::tiled: return std::string("vulkan.quant.tiled") + arith;
     }
     return {};
   }
@@ -187,17 +234,28 @@ inline bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits, c
 /// of the matvec kernel). A product of more than quant_matvec_rows rows runs the tiled
 /// kernel (tiled_quant_sizes; on a CPU device with float multiply-adds), else matvec. On
 /// a CPU device a matvec invocation takes up to 4 columns (each x word read and unpacked
-/// once for all of them), while at least 8 workgroups remain.
+/// once for all of them), while at least 8 workgroups remain. The products take packed
+/// 4x8-bit dot products (quant_choice::dot, in place of the tiled kernel's float
+/// multiply-adds too) where the device has them and reports the signed one accelerated,
+/// or where KILN_VULKAN_QUANT says "dot" (kiln::shader_error on a device without them).
 inline quant_choice select_quant(quant_kind kind, index_t K, const quant_device& dev, const std::string& what,
-                                 index_t N = 0, index_t M = 1, int bits = 8, quant_force force = quant_force::none) {
+                                 index_t N = 0, index_t M = 1, int bits = 8, quant_forcing forced = {}) {
   quant_choice c;
   c.kind = kind;
+  const quant_force force = forced.kernel;
+  if (kind == quant_kind::matvec) {
+    if (forced.dot.value_or(false) && !dev.dot) {
+      throw shader_error(what + ": KILN_VULKAN_QUANT asks for integer dot products, which the device does not have "
+                                "(shaderIntegerDotProduct)");
+    }
+    c.dot = dev.dot && forced.dot.value_or(dev.dot_fast);
+  }
   if (kind == quant_kind::matvec && force != quant_force::matvec && (M > quant_matvec_rows || force != quant_force::none)) {
     quant_device d = dev;
     if (force == quant_force::tiled_gpu || force == quant_force::tiled_cpu) d.cpu = force == quant_force::tiled_cpu;
     quant_choice t = c;
     t.kind = quant_kind::tiled;
-    t.qf = d.cpu;
+    t.qf = d.cpu && !t.dot;
     if (quant_detail::tiled_quant_sizes(t, M, K, bits, d)) return t;
   }
   c.wg = quant_detail::pow2_at_most(std::clamp<std::uint32_t>(dev.max_invocations, 1, kind == quant_kind::matvec ? 64 : 128));
@@ -233,6 +291,7 @@ struct quant_plan {
   int bits = 8, offset = 128, qmax = 127;
   bool codes4 = false;  // the products: the codes read as uvec4 (their first element a multiple of 4)
   bool qf = false;      // tiled: float multiply-adds (quant_choice::qf)
+  bool dot = false;     // the products: packed 4x8-bit dot products (quant_choice::dot)
 };
 
 inline std::string quant_plan_key(const quant_plan& q) {
@@ -242,6 +301,7 @@ inline std::string quant_plan_key(const quant_plan& q) {
   k += static_cast<char>(q.bits);
   k += static_cast<char>(q.codes4);
   k += static_cast<char>(q.qf);
+  k += static_cast<char>(q.dot);
   return k;
 }
 
@@ -254,11 +314,16 @@ inline structural_family_text quant_family_text(const quant_plan& q, std::string
   const bool product = is_quant_product(q.kind);
   f.comment = std::string("// quant ") + kinds[static_cast<int>(q.kind)] + ", " + std::to_string(q.bits) + "-bit codes" +
               (q.codes4 ? ", uvec4 code reads" : "") + (q.qf ? ", float multiply-adds" : "") +
+              (q.dot ? ", packed 4x8-bit dot products" : "") +
               (sp.params_buffer ? "; parameter buffer" : "") +
               "; sizes are specialisation constants\n";
   auto def = [&](std::string_view name, const std::string& v) { f.defines += "#define " + std::string(name) + " " + v + "\n"; };
   if (product) f.extensions += "#extension GL_EXT_control_flow_attributes : require\n";  // [[unroll]]
+  // OpSDot through spirv_instruction (common.comp): this glslang (Debian 12's 12.0) has no
+  // GL_EXT_integer_dot_product
+  if (q.dot) f.extensions += "#extension GL_EXT_spirv_intrinsics : require\n";
   def("KILN_BITS", std::to_string(q.bits));
+  if (product) def("KILN_DOT", q.dot ? "1" : "0");
   if (q.kind == quant_kind::tiled) def("KILN_QF", q.qf ? "1" : "0");
   def("KILN_OFFSET", std::to_string(q.offset));
   def("KILN_QMAX", std::to_string(q.qmax));
@@ -333,7 +398,8 @@ quant_choice quant_choice_of(const S& s, const quant_device& dev) {
   using V = vk_quant_op<typename S::op_type>;
   const detail::quant_layout& l = s.op.layout;
   const index_t M = V::kind == quant_kind::matvec && l.K ? s.input_shape.numel() / l.K : 1;
-  return select_quant(V::kind, l.K, dev, quant_what(s), l.N, M, V::scheme::bits, forced_quant());
+  return select_quant(V::kind, l.K, dev, quant_what(s), l.N, M, V::scheme::bits,
+                      V::kind == quant_kind::matvec ? forced_quant() : quant_forcing{});
 }
 
 /// The kernel texts a quant statement may run (kernels/quant/*.comp).
@@ -393,6 +459,7 @@ quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const quant_
   quant_plan q;
   q.kind = c.kind;
   q.qf = c.qf;
+  q.dot = c.dot;
   q.bits = Scheme::bits;
   q.offset = Scheme::offset;
   q.qmax = Scheme::qmax;

@@ -6,7 +6,12 @@
 // product with more than quant_matvec_rows rows of x). The matvec kernel's segment of x
 // held in shared memory comes from maxComputeSharedMemorySize, its columns per
 // invocation from the device type (CPU devices: up to 4); the tiled kernel's tile and K
-// chunk from maxComputeWorkGroupInvocations and maxComputeSharedMemorySize.
+// chunk from maxComputeWorkGroupInvocations and maxComputeSharedMemorySize. Both take
+// packed 4x8-bit integer dot products (OpSDot; variant names end in " dot4x8") where the
+// device has shaderIntegerDotProduct and reports integerDotProduct4x8BitPackedSigned
+// accelerated, plain integer multiply-adds elsewhere (lavapipe reports none accelerated,
+// and there the dot path is no faster at M = 1 and 1.2-1.4x slower at M = 64);
+// KILN_VULKAN_QUANT=dot / plain forces either.
 #pragma once
 
 #if !defined(KILN_VULKAN_UMBRELLA)
@@ -36,6 +41,8 @@ inline quant_device quant_device_of(const context_state& ctx) {
   q.max_invocations = std::min(d.max_workgroup_invocations, d.max_workgroup_size[0]);
   q.shared_bytes = d.max_shared_memory;
   q.cpu = d.type == device_type::cpu;
+  q.dot = d.integer_dot_product;
+  q.dot_fast = d.dot4x8_signed_accelerated;
   return q;
 }
 
