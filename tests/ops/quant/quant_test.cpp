@@ -427,6 +427,35 @@ TYPED_TEST(quant_test, products_against_the_reference) {
   check_product<q::int4, TypeParam>(1, 64, 4096, {.group = 64});
 }
 
+// int4 in groups of 32 with K = 96 packs codes in chunks of 64: the last chunk's second
+// plane is padding, a segment past the row's 3 scales. It sums to 0 and its scale must
+// never be read: with the scales followed in memory by NaN (a slice of a larger buffer),
+// the products stay finite and equal those of the plain qtensor, for every row tile.
+TYPED_TEST(quant_test, padding_past_the_last_group_reads_no_scale) {
+  auto& c = ctx<TypeParam>();
+  auto g = rng();
+  const std::int64_t N = 37, K = 96;
+  const auto hw = uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
+  const auto qt = kiln::quantize<q::int4>(kiln::from_host(c, {N, K}, std::span<const float>(hw)), {.group = 32});
+  ASSERT_EQ(qt.scales().shape(), (kiln::shape{N, 3}));
+  auto big = kiln::full(c, {N + 1, 3}, std::numeric_limits<float>::quiet_NaN());
+  auto view = kiln::slice(big, 0, 0, N);
+  view = qt.scales();
+  const kiln::qtensor<q::int4, TypeParam> q2(qt.codes(), view, qt.layout());
+  for (std::int64_t M : {1, 5, 70}) {
+    const auto hx = uniform(g, static_cast<std::size_t>(M * K), -3.0f, 3.0f);
+    auto x = kiln::from_host(c, {M, K}, std::span<const float>(hx));
+    kiln::tensor<float, TypeParam> y1, y2;
+    y1 = kiln::matmul(x, qt);
+    y2 = kiln::matmul(x, q2);
+    const auto a = y1.to_host(), b = y2.to_host();
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(b[i])) << "M " << M << " [" << i << "]";
+      ASSERT_EQ(a[i], b[i]) << "M " << M << " [" << i << "]";
+    }
+  }
+}
+
 // Integer data: max|x| = 127 in every row (activation codes = x) and integer weights
 // with max |w| = qmax per group (codes = w, scales 1; ternary: all +-1 with eps = 0, so
 // gamma = 1): every output is the exact integer sum, which the int32 accumulation must
@@ -606,7 +635,7 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
         op[r] = xo.data() + r * cq::segments(K, gsub);
         cq::segment_offsets<S>(xp[r], K, gsub, xo.data() + r * cq::segments(K, gsub));
       }
-      cq::qdot<S, R, C>(isa, wp, xp, chunks, gsub, sp, out, op);
+      cq::qdot<S, R, C>(isa, wp, xp, chunks, gsub, sp, G, out, op);
       for (int r = 0; r < R; ++r) {
         for (int cc = 0; cc < C; ++cc) {
           double want = 0;

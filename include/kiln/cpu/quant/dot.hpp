@@ -92,14 +92,16 @@ inline index_t segments(index_t Kp, index_t gsub) noexcept {
 /// out[r][c] = sum over groups g of scale(c, g) * sum_{k in g} (code[c][k] - offset) * x[r][k],
 /// for R activation rows x[r] (int8, zero beyond K up to chunks * chunk) and C code rows
 /// w[c] (chunks * 32 bytes each). gsub: 32-weight planes per group (0: one group for the
-/// whole row, scale 1); sc[c]: row c's scales, one per group (unused when gsub is 0);
+/// whole row, scale 1); sc[c]: row c's scales, one per group (unused when gsub is 0), of
+/// which there are `groups` (the padding past K can make a segment more: it sums to 0
+/// and its scale, past the row's, is never read);
 /// xoff[r]: offset * sum(x[r]) over each segment (a group, or flush_planes planes when
 /// gsub is 0), from segment_offsets() (the portable path does not need it); next[c]:
 /// the rows the caller runs next (or null), fetched ahead line by line: rows of a few KiB
 /// are too short for the hardware prefetcher to reach full speed on its own.
 template <class Scheme, int R, int C>
 void qdot(isa_portable, const std::uint8_t* const* w, const std::int8_t* const* x, index_t chunks, index_t gsub,
-          const float* const* sc, float (&out)[R][C], const std::int32_t* const* = nullptr,
+          const float* const* sc, index_t groups, float (&out)[R][C], const std::int32_t* const* = nullptr,
           const std::uint8_t* const* = nullptr) {
   const index_t K = chunks * Scheme::chunk;
   const index_t group = gsub > 0 ? gsub * 32 : flush_planes * 32;
@@ -110,6 +112,7 @@ void qdot(isa_portable, const std::uint8_t* const* w, const std::int8_t* const* 
         std::int32_t acc = 0;
         const index_t g1 = g0 + group < K ? g0 + group : K;
         for (index_t k = g0; k < g1; ++k) acc += (code_at<Scheme>(w[c], k) - Scheme::offset) * int(x[r][k]);
+        if (gsub > 0 && gi >= groups) break;  // padding only
         f += float(acc) * (gsub > 0 ? sc[c][gi] : 1.0f);
       }
       out[r][c] = f;
@@ -173,7 +176,7 @@ inline __m256i dot_signed(__m256i acc, __m256i u, __m256i x) noexcept {
 template <class Scheme, int R, int C, class Isa>
   requires(!std::is_same_v<Isa, isa_portable>)
 void qdot(Isa, const std::uint8_t* const* w, const std::int8_t* const* x, index_t chunks, index_t gsub,
-          const float* const* sc, float (&out)[R][C], const std::int32_t* const* xoff,
+          const float* const* sc, index_t groups, float (&out)[R][C], const std::int32_t* const* xoff,
           const std::uint8_t* const* next = nullptr) {
   using namespace simd256;
   constexpr int P = planes<Scheme>;
@@ -197,7 +200,7 @@ void qdot(Isa, const std::uint8_t* const* w, const std::int8_t* const* x, index_
     for (int c = 0; c < C; ++c) fa[r][c] = _mm256_setzero_ps();
   start();
   const auto flush = [&] {
-    for (int c = 0; c < C; ++c) {
+    for (int c = 0; c < C && !(grouped && g >= groups); ++c) {  // (a segment of padding only: 0)
       const __m256 s = _mm256_set1_ps(grouped ? sc[c][g] : 1.0f);
       for (int r = 0; r < R; ++r) fa[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), s, fa[r][c]);
     }

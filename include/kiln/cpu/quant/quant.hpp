@@ -106,8 +106,8 @@ inline constexpr index_t task_rows = 64;
 /// tile past the end repeats its last row; those results are dropped by the caller).
 template <class Scheme, class Isa, int R>
 void tile(Isa isa, const std::int8_t* xq, const std::int32_t* xoff, index_t Kp, index_t m0, index_t m_end,
-          const std::uint8_t* codes, index_t row_bytes, const float* scales, index_t scale_stride, index_t n0,
-          index_t n_end, index_t chunks, index_t gsub, float (&out)[R][4]) {
+          const std::uint8_t* codes, index_t row_bytes, const float* scales, index_t scale_stride, index_t groups,
+          index_t n0, index_t n_end, index_t chunks, index_t gsub, float (&out)[R][4]) {
   const std::uint8_t* w[4];
   const float* sc[4];
   const std::int8_t* x[R];
@@ -128,7 +128,7 @@ void tile(Isa isa, const std::int8_t* xq, const std::int32_t* xoff, index_t Kp, 
   const std::uint8_t* nx[4];
   const bool ahead = R == 1 && n0 + 4 < n_end;
   for (int c = 0; c < 4; ++c) nx[c] = codes + std::min(n0 + 4 + c, n_end - 1) * row_bytes;
-  qdot<Scheme, R, 4>(isa, w, x, chunks, gsub, sc, out, xo, ahead ? nx : nullptr);
+  qdot<Scheme, R, 4>(isa, w, x, chunks, gsub, sc, groups, out, xo, ahead ? nx : nullptr);
 }
 
 }  // namespace cpu_quant
@@ -277,13 +277,13 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
         const index_t nc = std::min<index_t>(4, n1 - n);
         if (M == 1) {
           float o[1][4];
-          tile<Scheme, Isa, 1>(isa, xq.get(), xoff.get(), Kp, 0, 1, wbytes, row_bytes, scales.data(), sstride, n, n1, l.chunks, gsub, o);
+          tile<Scheme, Isa, 1>(isa, xq.get(), xoff.get(), Kp, 0, 1, wbytes, row_bytes, scales.data(), sstride, l.groups, n, n1, l.chunks, gsub, o);
           for (index_t c = 0; c < nc; ++c) put(0, n + c, o[0][c]);
           continue;
         }
         for (index_t m = m0; m < m1; m += 4) {
           float o[4][4];
-          tile<Scheme, Isa, 4>(isa, xq.get(), xoff.get(), Kp, m, m1, wbytes, row_bytes, scales.data(), sstride, n, n1, l.chunks, gsub, o);
+          tile<Scheme, Isa, 4>(isa, xq.get(), xoff.get(), Kp, m, m1, wbytes, row_bytes, scales.data(), sstride, l.groups, n, n1, l.chunks, gsub, o);
           for (index_t r = 0; r < std::min<index_t>(4, m1 - m); ++r)
             for (index_t c = 0; c < nc; ++c) put(m + r, n + c, o[r][c]);
         }
