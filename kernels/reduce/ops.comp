@@ -204,7 +204,19 @@ void stats_add(inout kiln_stats s, vec4 a, vec4 b, vec4 c, vec4 d, uint i) {
   stats_add(s, c, i + 8u * KILN_WG);
   stats_add(s, d, i + 12u * KILN_WG);
 }
-#if KILN_ROW_OP
+#if KILN_ROW_OP && KILN_PARAMS_VEC4
+// (norms) the weight and bias four at a time: kiln_weight4 / kiln_bias4
+vec4 stats_apply(kiln_stats st, vec4 x, uint j) {
+  vec4 y = ((x - st.k) - st.s1) * st.s2;
+#if KILN_WEIGHT
+  y *= kiln_weight4(j);
+#endif
+#if KILN_BIAS
+  y += kiln_bias4(j);
+#endif
+  return y;
+}
+#elif KILN_ROW_OP
 vec4 stats_apply(kiln_stats s, vec4 x, uint j) {
   return vec4(stats_apply(s, x.x, j), stats_apply(s, x.y, j + 1u), stats_apply(s, x.z, j + 2u), stats_apply(s, x.w, j + 3u));
 }

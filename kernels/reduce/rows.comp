@@ -66,6 +66,7 @@ void main() {
   if (row >= p.rows) return;  // whole workgroups: uniform
   uint lid = gl_LocalInvocationIndex;
   uint base = row * p.extent;
+  kiln_row_begin(base);
   uint n = KILN_STEPS;
 #if KILN_OP == 4
   // layer_norm: the mean of x - k (k the line's first element), then the squared

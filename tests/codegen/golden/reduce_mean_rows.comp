@@ -13,6 +13,7 @@
 #define KILN_SUBGROUP 1
 #define KILN_LANES 0
 #define KILN_VEC4 0
+#define KILN_PARAMS_VEC4 1
 #define KILN_ACC float
 #define KILN_ACC_FLOAT 1
 #define KILN_RESULT float
@@ -270,7 +271,19 @@ void stats_add(inout kiln_stats s, vec4 a, vec4 b, vec4 c, vec4 d, uint i) {
   stats_add(s, c, i + 8u * KILN_WG);
   stats_add(s, d, i + 12u * KILN_WG);
 }
-#if KILN_ROW_OP
+#if KILN_ROW_OP && KILN_PARAMS_VEC4
+// (norms) the weight and bias four at a time: kiln_weight4 / kiln_bias4
+vec4 stats_apply(kiln_stats st, vec4 x, uint j) {
+  vec4 y = ((x - st.k) - st.s1) * st.s2;
+#if KILN_WEIGHT
+  y *= kiln_weight4(j);
+#endif
+#if KILN_BIAS
+  y += kiln_bias4(j);
+#endif
+  return y;
+}
+#elif KILN_ROW_OP
 vec4 stats_apply(kiln_stats s, vec4 x, uint j) {
   return vec4(stats_apply(s, x.x, j), stats_apply(s, x.y, j + 1u), stats_apply(s, x.z, j + 2u), stats_apply(s, x.w, j + 3u));
 }
@@ -344,6 +357,7 @@ void main() {
   if (row >= p.rows) return;  // whole workgroups: uniform
   uint lid = gl_LocalInvocationIndex;
   uint base = row * p.extent;
+  kiln_row_begin(base);
   uint n = KILN_STEPS;
 #if KILN_OP == 4
   // layer_norm: the mean of x - k (k the line's first element), then the squared

@@ -80,6 +80,10 @@ struct structural_plan {
   // alone: no barrier, no line cache (the line is read again instead).
   bool lanes = false;
   bool vec4 = false;                  // (lanes) four elements a step: kiln_prologue4 / kiln_epilogue4
+  bool params_vec4 = false;
+  // (vec4) bit o: strided operand o of `in` (`out`) is contiguous along the line, each line
+  // starting 4-aligned: read four at a time from its line's first index (kiln_row_begin).
+  std::uint32_t in_rows = 0, out_rows = 0;           // (vec4) the norm's weight and bias are f32, contiguous, 4-aligned: kiln_weight4 / kiln_bias4
   std::uint32_t texel_bindings = 0;   // (vec4) bit b: binding b is read through a uniform texel buffer
 };
 
@@ -100,6 +104,7 @@ inline std::string structural_plan_key(const structural_plan& sp) {
   k += static_cast<char>(sp.op);
   k += static_cast<char>(sp.row_op | sp.log << 1 | sp.largest << 2 | sp.subgroup << 3 | sp.acc_float << 4 |
                          sp.params_buffer << 5 | sp.lanes << 6 | sp.vec4 << 7);
+  k += static_cast<char>(sp.params_vec4);
   k += static_cast<char>(sp.mode);
   k += static_cast<char>(sp.phase);
   word(sp.wg);
@@ -107,6 +112,8 @@ inline std::string structural_plan_key(const structural_plan& sp) {
   word(static_cast<std::uint32_t>(sp.value_operand));
   word(sp.bindings);
   word(sp.texel_bindings);
+  word(sp.in_rows);
+  word(sp.out_rows);
   k += plan_key(sp.in);
   k += '|';
   k += plan_key(sp.out);
@@ -246,6 +253,7 @@ inline structural_family_text reduce_family_text(const structural_plan& sp, cons
   def("KILN_SUBGROUP", sp.subgroup ? "1" : "0");
   def("KILN_LANES", sp.lanes ? "1" : "0");
   def("KILN_VEC4", sp.vec4 ? "1" : "0");
+  def("KILN_PARAMS_VEC4", sp.params_vec4 || sp.params.empty() ? "1" : "0");
   def("KILN_ACC", std::string(acc));
   def("KILN_ACC_FLOAT", sp.acc_float ? "1" : "0");
   def("KILN_RESULT", std::string(result_type));
@@ -271,9 +279,17 @@ inline structural_family_text reduce_family_text(const structural_plan& sp, cons
   }
   const char* pname[2] = {"kiln_weight", "kiln_bias"};
   for (std::size_t q = 0; q < sp.params.size() && q < 2; ++q) {
-    const std::string qs = std::to_string(q);
+    const std::string qs = std::to_string(q), b = std::to_string(sp.params[q].binding);
+    const bool texel = sp.params[q].binding < 32 && (sp.texel_bindings >> sp.params[q].binding) & 1u;
+    const std::string at = "uint(int(p.poff" + qs + ") + int(j) * p.pst" + qs + ")";
     f.hooks += std::string("float ") + pname[q] + "(uint j) { return " +
-               load(sp.params[q], "uint(int(p.poff" + qs + ") + int(j) * p.pst" + qs + ")") + "; }\n";
+               (texel ? "uintBitsToFloat(kiln_texel(kiln_t" + b + ", " + at + "))" : load(sp.params[q], at)) + "; }\n";
+    if (sp.params_vec4) {  // stride 1: the four from j on (j % 4 == 0)
+      f.hooks += std::string("vec4 ") + pname[q] + "4(uint j) { return " +
+                 (texel ? "uintBitsToFloat(texelFetch(kiln_t" + b + ", int((p.poff" + qs + " + j) >> 2)))"
+                        : "kiln_v" + b + "[(p.poff" + qs + " + j) >> 2]") +
+                 "; }\n";
+    }
   }
   return f;
 }
@@ -315,9 +331,14 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
     if (!sp.vec4 || texel(b)) return false;
     if (sp.row_op && b == sp.out.operands[0].binding) return true;
     for (std::size_t o = 1; o <= LO; ++o)
-      if (o != sp.value_operand && sp.out.operands[o].binding == b && sp.out.operands[o].how == access::linear) return true;
+      if (o != sp.value_operand && sp.out.operands[o].binding == b &&
+          (sp.out.operands[o].how == access::linear || (o < 32 && (sp.out_rows >> o) & 1u)))
+        return true;
     for (std::size_t o = 1; o <= LI; ++o)
-      if (sp.in.operands[o].binding == b && sp.in.operands[o].how == access::linear) return true;
+      if (sp.in.operands[o].binding == b && (sp.in.operands[o].how == access::linear || (o < 32 && (sp.in_rows >> o) & 1u)))
+        return true;
+    for (const operand_plan& q : sp.params)
+      if (sp.params_vec4 && q.binding == b) return true;
     return false;
   };
   // One element (scalar) or the four from element `at` on (vec4; at % 4 == 0) of operand op.
@@ -430,6 +451,29 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
   if (pro.uses_f2i || epi.uses_f2i) s += f2i_glsl;
   if (b16) s += bf16_glsl;
   if (sp.texel_bindings) s += texel_glsl;
+  auto row_bit = [](std::uint32_t mask, std::size_t o) { return o < 32 && (mask >> o) & 1u; };
+  if (sp.lanes) {
+    // The line's first position, and there the index of each operand read from its line's base.
+    s += "uint kiln_row_pos;\n";
+    for (std::size_t o = 1; o <= LI; ++o)
+      if (row_bit(sp.in_rows, o)) s += "uint kiln_ib" + std::to_string(o) + ";\n";
+    for (std::size_t o = 1; o <= LO; ++o)
+      if (row_bit(sp.out_rows, o)) s += "uint kiln_ob" + std::to_string(o) + ";\n";
+    s += "void kiln_row_begin(uint pos) {\n  kiln_row_pos = pos;\n";
+    if (sp.in_rows) {
+      s += "  {\n" + coordinates(sp.in, "i");
+      for (std::size_t o = 1; o <= LI; ++o)
+        if (row_bit(sp.in_rows, o)) s += "  kiln_ib" + std::to_string(o) + " = " + index_of(sp.in, o, "i") + ";\n";
+      s += "  }\n";
+    }
+    if (sp.out_rows) {
+      s += "  {\n" + coordinates(sp.out, "");
+      for (std::size_t o = 1; o <= LO; ++o)
+        if (row_bit(sp.out_rows, o)) s += "  kiln_ob" + std::to_string(o) + " = " + index_of(sp.out, o, "") + ";\n";
+      s += "  }\n";
+    }
+    s += "}\n\n";
+  }
 
   // The prologue: the input expression at input position pos.
   s += std::string(acc) + " kiln_prologue_compute(";
@@ -462,9 +506,9 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
       const operand_plan& op = sp.in.operands[q];
       if (op.same_as >= 0) continue;
       const std::string l = "l" + std::to_string(q - 1);
-      const bool four = op.how == access::linear;
-      s += std::string(four ? "  vec4 " : "  float ") + l + " = " +
-           (four ? load_four(op, index_of(sp.in, q, "i")) : load_one(op, index_of(sp.in, q, "i"))) + ";\n";
+      const bool rows = row_bit(sp.in_rows, q), four = op.how == access::linear || rows;
+      const std::string at = rows ? "kiln_ib" + std::to_string(q) + " + (pos - kiln_row_pos)" : index_of(sp.in, q, "i");
+      s += std::string(four ? "  vec4 " : "  float ") + l + " = " + (four ? load_four(op, at) : load_one(op, at)) + ";\n";
       args += (first ? "" : ", ") + l + (four ? ".{c}" : "");
       first = false;
     }
@@ -519,9 +563,9 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
         args += first ? "value.{c}" : ", value.{c}";
       } else {
         const std::string l = "l" + std::to_string(q - 1);
-        const bool four = op.how == access::linear;
-        s += std::string(four ? "  vec4 " : "  float ") + l + " = " +
-             (four ? load_four(op, index_of(sp.out, q, "")) : load_one(op, index_of(sp.out, q, ""))) + ";\n";
+        const bool rows = row_bit(sp.out_rows, q), four = op.how == access::linear || rows;
+        const std::string at = rows ? "kiln_ob" + std::to_string(q) + " + (pos - kiln_row_pos)" : index_of(sp.out, q, "");
+        s += std::string(four ? "  vec4 " : "  float ") + l + " = " + (four ? load_four(op, at) : load_one(op, at)) + ";\n";
         args += (first ? "" : ", ") + l + (four ? ".{c}" : "");
       }
       first = false;
@@ -848,30 +892,57 @@ structural_walk structural_walk_of(const S& s, const structural_options& opt) {
   return w;
 }
 
+/// Bit o: operand o (from `from` on, at most 31) is contiguous along each line of `extent`
+/// elements and every line starts on a multiple of 4 there: its last collapsed dimension
+/// (which holds the line) has stride 1, the others and its offset are multiples of 4.
+template <std::size_t L>
+std::uint32_t row_contiguous(const iteration_layout<L>& lay, const structural_detail::operand_fact* f, index_t extent,
+                             std::size_t from) {
+  std::uint32_t bits = 0;
+  if (lay.rank < 1 || extent <= 0 || extent % 4 != 0 || lay.extent[lay.rank - 1] % extent != 0) return 0;
+  for (std::size_t o = from; o <= L && o < 32; ++o) {
+    bool ok = lay.stride[o][lay.rank - 1] == 1 && f[o].offset % 4 == 0;
+    for (int d = 0; d + 1 < lay.rank; ++d) ok = ok && lay.stride[o][d] % 4 == 0;
+    if (ok) bits |= 1u << o;
+  }
+  return bits;
+}
+
 /// A lanes plan's vec4 steps and texel reads: four elements a step where every line
 /// starts on a multiple of 4 and every operand is an f32 read (or written) contiguously
 /// or a constant; bindings only the prologue reads go through texel views when allowed.
 inline void plan_lane_steps(structural_plan& plan, const structural_detail::operand_fact* fin,
-                            const structural_detail::operand_fact* fout, index_t extent, const structural_options& opt) {
-  auto four = [](const operand_plan& op, const structural_detail::operand_fact& f) {
+                            const structural_detail::operand_fact* fout, index_t extent, const structural_options& opt,
+                            bool params_four, std::uint32_t in_rows, std::uint32_t out_rows) {
+  auto four = [](const operand_plan& op, const structural_detail::operand_fact& f, bool rows) {
     return op.type == dtype::f32 &&
-           (op.how == access::constant || (op.how == access::linear && f.offset % 4 == 0));
+           (op.how == access::constant || (op.how == access::linear && f.offset % 4 == 0) || (op.how == access::strided && rows));
   };
   bool v = extent % 4 == 0 && plan.acc_float;
-  for (std::size_t o = 1; o < plan.in.operands.size() && v; ++o) v = four(plan.in.operands[o], fin[o]);
+  for (std::size_t o = 1; o < plan.in.operands.size() && v; ++o) v = four(plan.in.operands[o], fin[o], (in_rows >> o) & 1u);
   if (plan.row_op) {
     v = v && plan.out.operands[0].how == access::linear && plan.out.operands[0].type == dtype::f32 && fout[0].offset % 4 == 0;
     for (std::size_t o = 1; o < plan.out.operands.size() && v; ++o)
-      v = o == plan.value_operand || four(plan.out.operands[o], fout[o]);
+      v = o == plan.value_operand || four(plan.out.operands[o], fout[o], (out_rows >> o) & 1u);
+  }
+  if (v) {
+    for (std::size_t o = 1; o < plan.in.operands.size(); ++o)
+      if (plan.in.operands[o].how == access::strided) plan.in_rows |= 1u << o;
+    for (std::size_t o = 1; o < plan.out.operands.size() && plan.row_op; ++o)
+      if (plan.out.operands[o].how == access::strided) plan.out_rows |= 1u << o;
   }
   plan.vec4 = v;
+  plan.params_vec4 = v && params_four && !plan.params.empty();
   if (!v || !opt.texel_reads) return;
   std::uint32_t count = 0;
   for (std::uint32_t b = 0; b < plan.bindings && b < 32; ++b) {
     bool only_in = b != plan.out.operands[0].binding, used = false;
     for (std::size_t o = 1; o < plan.out.operands.size(); ++o)
       only_in = only_in && (o == plan.value_operand || plan.out.operands[o].binding != b);
-    for (const operand_plan& q : plan.params) only_in = only_in && q.binding != b;
+    for (const operand_plan& q : plan.params) {
+      only_in = only_in && (q.binding != b || (plan.params_vec4 && q.type == dtype::f32));
+      used = used || q.binding == b;
+    }
     for (std::size_t o = 1; o < plan.in.operands.size(); ++o) used = used || plan.in.operands[o].binding == b;
     if (only_in && used && (opt.max_texel_buffers == 0 || count < opt.max_texel_buffers)) {
       plan.texel_bindings |= 1u << b;
@@ -961,7 +1032,16 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
       plan.wg = sg;
       plan.subgroup = true;
       plan.cache = 0;
-      plan_lane_steps(plan, fin, fout, R, opt);
+      bool params_four = true;  // the norm's weight and bias: f32, stride 1, 4-aligned
+      std::apply(
+          [&](const auto&... q) {
+            ((params_four = params_four && std::is_same_v<typename std::remove_cvref_t<decltype(q.t)>::value_type, float> &&
+                            q.t.strides()[0] == 1 && q.t.offset() % 4 == 0),
+             ...);
+          },
+          s.params);
+      plan_lane_steps(plan, fin, fout, R, opt, params_four, row_contiguous(in_lay, fin, R, 1),
+                      row_op ? row_contiguous(out_lay, fout, R, 1) : 0u);
     }
   }
   if (sp.outer * chunks > index_t(UINT32_MAX)) {

@@ -106,7 +106,9 @@ void record_reduce_kernel(const tensor<T, B>& out, const N& n) {
   for_each_leaf(s.arg, tensor_operand);
   std::apply([&](const auto&... q) { (tensor_operand(q.t), ...); }, s.params);
   structural_options opt = structural_options_for(ctx);
-  for_each_leaf(s.arg, [&](const auto& t) { opt.texel_reads = opt.texel_reads && ctx.texel_viewable(t.storage()->alloc()); });
+  auto viewable = [&](const auto& t) { opt.texel_reads = opt.texel_reads && ctx.texel_viewable(t.storage()->alloc()); };
+  for_each_leaf(s.arg, viewable);
+  std::apply([&](const auto&... q) { (viewable(q.t), ...); }, s.params);
   const structural_kernel kn = make_structural_kernel(out, n, opt, kernels::reduce_ops,
                                                       kernels::reduce_rows, kernels::reduce_columns);
   if (kn.empty) return;
