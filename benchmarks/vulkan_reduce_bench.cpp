@@ -1,6 +1,8 @@
 // benchmarks/vulkan_reduce_bench.cpp — structural kernels on Vulkan (lavapipe in CI) over
 // 4096 x 4096 f32 rows, against kiln's own Vulkan copy of the same bytes in the same run:
-//   BM_softmax/vulkan/4096x4096        y = softmax(x, -1): one dispatch (line cached in shared memory)
+//   BM_softmax/vulkan/4096x4096        y = softmax(x, -1): one dispatch (on CPU devices a subgroup a line, vec4
+//                                      steps; on GPUs a workgroup a line cached in shared memory)
+//   BM_log_softmax/vulkan/4096x4096    y = log_softmax(x, -1)
 //   BM_softmax_masked/vulkan/4096x4096 y = softmax(x * 0.125 + mask), mask [4096] broadcast: one dispatch
 //   BM_layer_norm/vulkan/4096x4096     y = layer_norm(x, w, b)
 //   BM_rms_norm/vulkan/4096x4096       y = rms_norm(x, w)
@@ -56,6 +58,9 @@ void run_bench(benchmark::State& state, double bytes_per_iteration, Run run) {
 constexpr double matrix_bytes = 4.0 * double(rows) * double(cols);
 
 void BM_softmax(benchmark::State& s) { run_bench(s, 2 * matrix_bytes, [](operands& o) { o.y = kiln::softmax(o.x, -1); }); }
+void BM_log_softmax(benchmark::State& s) {
+  run_bench(s, 2 * matrix_bytes, [](operands& o) { o.y = kiln::log_softmax(o.x, -1); });
+}
 void BM_softmax_masked(benchmark::State& s) {
   run_bench(s, 2 * matrix_bytes, [](operands& o) { o.y = kiln::softmax(o.x * 0.125f + o.mask, -1); });
 }
@@ -70,6 +75,7 @@ void BM_copy(benchmark::State& s) { run_bench(s, 2 * matrix_bytes, [](operands& 
 
 BENCHMARK(BM_copy)->Name("BM_copy/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_softmax)->Name("BM_softmax/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_log_softmax)->Name("BM_log_softmax/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_softmax_masked)->Name("BM_softmax_masked/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_layer_norm)->Name("BM_layer_norm/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_rms_norm)->Name("BM_rms_norm/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();

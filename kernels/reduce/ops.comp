@@ -16,6 +16,9 @@
 //   stats_result(s, count) (reduce family) or stats_finish(s, count) + stats_apply(s, x, j)
 //   (row family). KILN_OP: 1 reducer, 2 argmax/argmin (KILN_LARGEST), 3 softmax
 //   (KILN_LOG: log_softmax), 4 layer_norm, 5 rms_norm.
+// KILN_VEC4 (rows.comp's lanes mode, four elements a step): stats_add and stats_apply
+//   also take a vec4 of the entries at positions i .. i + 3, and stats_add four such
+//   steps 4 * KILN_WG positions apart (softmax: one rescaling for the sixteen).
 
 #if KILN_OP == 1
 struct kiln_stats { KILN_ACC v; };
@@ -110,6 +113,35 @@ float stats_apply(kiln_stats st, float x, uint j) {
   return exp(x - st.m) * st.s;
 #endif
 }
+#if KILN_VEC4
+// Four (or sixteen) entries a step (lanes mode): one rescaling for them all, against the
+// step's max. The shift is the max, or -FLT_MAX while the max is -inf, so -inf entries
+// add exp(-inf) = 0 and the old sum scales by exp(-inf) = 0 or exp(0) = 1, never NaN.
+// A NaN entry makes s NaN through its own exp, whatever max() makes of it (GLSL leaves
+// max with a NaN undefined), and NaN * anything stays NaN through rescaling and merging.
+void stats_add(inout kiln_stats st, vec4 x, uint i) {
+  float mn = max(st.m, max(max(x.x, x.y), max(x.z, x.w)));
+  float sh = max(mn, -3.40282347e38);
+  vec4 e = exp(x - sh);
+  st.s = st.s * exp(st.m - sh) + ((e.x + e.y) + (e.z + e.w));
+  st.m = mn;
+}
+void stats_add(inout kiln_stats st, vec4 a, vec4 b, vec4 c, vec4 d, uint i) {
+  vec4 x = max(max(a, b), max(c, d));
+  float mn = max(st.m, max(max(x.x, x.y), max(x.z, x.w)));
+  float sh = max(mn, -3.40282347e38);
+  vec4 e = (exp(a - sh) + exp(b - sh)) + (exp(c - sh) + exp(d - sh));
+  st.s = st.s * exp(st.m - sh) + ((e.x + e.y) + (e.z + e.w));
+  st.m = mn;
+}
+vec4 stats_apply(kiln_stats st, vec4 x, uint j) {
+#if KILN_LOG
+  return (x - st.m) - st.s;
+#else
+  return exp(x - st.m) * st.s;
+#endif
+}
+#endif
 
 #else  // KILN_OP == 4 (layer_norm), 5 (rms_norm)
 // Sums of the line shifted by its first element k (layer_norm): x - k is exact for data
@@ -155,4 +187,38 @@ float stats_apply(kiln_stats st, float x, uint j) {
 #endif
   return y;
 }
+#endif
+
+#if KILN_VEC4 && KILN_OP != 3
+// Four entries a step (lanes mode), at positions i .. i + 3; four steps (a .. d, each
+// 4 * KILN_WG positions after the last) in order.
+void stats_add(inout kiln_stats s, vec4 x, uint i) {
+  stats_add(s, x.x, i);
+  stats_add(s, x.y, i + 1u);
+  stats_add(s, x.z, i + 2u);
+  stats_add(s, x.w, i + 3u);
+}
+void stats_add(inout kiln_stats s, vec4 a, vec4 b, vec4 c, vec4 d, uint i) {
+  stats_add(s, a, i);
+  stats_add(s, b, i + 4u * KILN_WG);
+  stats_add(s, c, i + 8u * KILN_WG);
+  stats_add(s, d, i + 12u * KILN_WG);
+}
+#if KILN_ROW_OP && KILN_PARAMS_VEC4
+// (norms) the weight and bias four at a time: kiln_weight4 / kiln_bias4
+vec4 stats_apply(kiln_stats st, vec4 x, uint j) {
+  vec4 y = ((x - st.k) - st.s1) * st.s2;
+#if KILN_WEIGHT
+  y *= kiln_weight4(j);
+#endif
+#if KILN_BIAS
+  y += kiln_bias4(j);
+#endif
+  return y;
+}
+#elif KILN_ROW_OP
+vec4 stats_apply(kiln_stats s, vec4 x, uint j) {
+  return vec4(stats_apply(s, x.x, j), stats_apply(s, x.y, j + 1u), stats_apply(s, x.z, j + 2u), stats_apply(s, x.w, j + 3u));
+}
+#endif
 #endif

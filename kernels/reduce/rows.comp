@@ -15,7 +15,93 @@
 // KILN_PHASE 1: the split pass's first dispatch: each task's statistics to kiln_partial[task].
 // KILN_PHASE 2: the second: a task merges its row's p.chunks partials, then writes its
 //   chunk (row ops; rows * chunks tasks) or the row's result (reduce family; rows tasks).
+// KILN_LANES (CPU devices: lavapipe runs a workgroup's subgroups one after another, a
+//   barrier is a coroutine switch of every subgroup, and a storage or shared access goes
+//   lane by lane): phase 0 only, one subgroup a line (KILN_WG == gl_SubgroupSize), its
+//   lanes on neighbouring elements (or vec4 steps, KILN_VEC4: kiln_prologue4 /
+//   kiln_epilogue4 on 4-aligned positions, inputs through texel fetches where the host
+//   bound texel views), statistics merged by shuffles alone; no barrier, no shared memory:
+//   a row op reads its line again (from the cache of the CPU) instead of keeping it.
 layout(local_size_x = KILN_WG) in;
+
+// A line's empty statistics (layer_norm shifts by the line's first element).
+kiln_stats kiln_stats_begin(uint base) {
+  kiln_stats s = stats_empty();
+#if KILN_OP == 4
+  if (p.extent > 0u) s.k = kiln_prologue(base);
+#endif
+  return s;
+}
+
+#if KILN_LANES
+#if KILN_VEC4
+#define KILN_STEPS (p.extent >> 2)
+#define KILN_STEP_T vec4
+#define KILN_LOAD(q) kiln_prologue4(base + 4u * (q))
+#define KILN_STORE(v, q) kiln_epilogue4(v, base + 4u * (q))
+#define KILN_AT(q) (4u * (q))
+float kiln_step_sum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+#else
+#define KILN_STEPS p.extent
+#define KILN_STEP_T KILN_ACC
+#define KILN_LOAD(q) kiln_prologue(base + (q))
+#define KILN_STORE(v, q) kiln_epilogue(v, base + (q))
+#define KILN_AT(q) (q)
+float kiln_step_sum(float v) { return v; }
+#endif
+
+kiln_stats kiln_lanes_merge(kiln_stats s) {
+  for (uint m = KILN_WG >> 1; m > 0u; m >>= 1) s = stats_merge(s, stats_shuffle_xor(s, m));
+  return s;
+}
+
+float kiln_lanes_sum(float v) {
+  for (uint m = KILN_WG >> 1; m > 0u; m >>= 1) v += subgroupShuffleXor(v, m);
+  return v;
+}
+
+void main() {
+  kiln_copy_params();  // p: a private copy, which the compiler keeps in registers across stores
+  uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  if (row >= p.rows) return;  // whole workgroups: uniform
+  uint lid = gl_LocalInvocationIndex;
+  uint base = row * p.extent;
+  kiln_row_begin(base);
+  uint n = KILN_STEPS;
+#if KILN_OP == 4
+  // layer_norm: the mean of x - k (k the line's first element), then the squared
+  // deviations from it, then the output: three reads of the line, as the cached form.
+  float k = p.extent > 0u ? kiln_prologue(base) : 0.0;
+  KILN_STEP_T a1 = KILN_STEP_T(0.0);
+  for (uint q = lid; q < n; q += KILN_WG) a1 += KILN_LOAD(q) - k;
+  float dm = kiln_lanes_sum(kiln_step_sum(a1)) / float(p.extent);
+  KILN_STEP_T a2 = KILN_STEP_T(0.0);
+  for (uint q = lid; q < n; q += KILN_WG) {
+    KILN_STEP_T d = (KILN_LOAD(q) - k) - dm;
+    a2 += d * d;
+  }
+  float var = kiln_lanes_sum(kiln_step_sum(a2)) / float(p.extent);  // biased, as PyTorch
+  kiln_stats s = kiln_stats(k, 0.0, dm, 1.0 / sqrt(var + p.eps));
+  for (uint q = lid; q < n; q += KILN_WG) KILN_STORE(stats_apply(s, KILN_LOAD(q), KILN_AT(q)), q);
+#else
+  kiln_stats s = kiln_stats_begin(base);
+  uint q = lid;
+#if KILN_VEC4
+  for (; q + 3u * KILN_WG < n; q += 4u * KILN_WG)
+    stats_add(s, KILN_LOAD(q), KILN_LOAD(q + KILN_WG), KILN_LOAD(q + 2u * KILN_WG), KILN_LOAD(q + 3u * KILN_WG), KILN_AT(q));
+#endif
+  for (; q < n; q += KILN_WG) stats_add(s, KILN_LOAD(q), KILN_AT(q));
+  s = kiln_lanes_merge(s);
+#if KILN_ROW_OP
+  stats_finish(s, float(p.extent));
+  for (uint q = lid; q < n; q += KILN_WG) KILN_STORE(stats_apply(s, KILN_LOAD(q), KILN_AT(q)), q);
+#else
+  if (lid == 0u) kiln_epilogue(stats_result(s, float(p.extent)), row);
+#endif
+#endif
+}
+
+#else  // !KILN_LANES
 
 shared kiln_stats kiln_red[KILN_WG];
 #if KILN_CACHE > 0
@@ -46,15 +132,6 @@ kiln_stats kiln_workgroup_merge(kiln_stats s) {
   kiln_stats r = kiln_red[0];
   barrier();  // kiln_red is reused
   return r;
-}
-
-// A line's empty statistics (layer_norm shifts by the line's first element).
-kiln_stats kiln_stats_begin(uint base) {
-  kiln_stats s = stats_empty();
-#if KILN_OP == 4
-  if (p.extent > 0u) s.k = kiln_prologue(base);
-#endif
-  return s;
 }
 
 void main() {
@@ -160,3 +237,5 @@ void main() {
   if (lid == 0u) kiln_epilogue(stats_result(s, float(p.extent)), row);
 #endif
 }
+
+#endif  // KILN_LANES

@@ -450,3 +450,49 @@ TEST_F(codegen, rope_and_embedding_splice_prologue_and_epilogue_into_their_templ
   EXPECT_EQ(ke.first_tasks, (3u * 5 * 12 + 127) / 128);
   check_golden_text(ke.first->glsl, "embedding_fused");
 }
+
+// CPU devices' rows layout (structural_options::lanes): a subgroup a line, vec4 steps with
+// texel reads where every operand is f32 and contiguous along 4-aligned lines (a mask
+// broadcast over rows read from its line's base), scalar steps otherwise.
+TEST_F(codegen, lanes_rows_take_vec4_steps_where_every_operand_allows_them) {
+  vk::structural_options lanes{256, 8, 32768, 128};
+  lanes.lanes = true;
+  lanes.texel_reads = true;
+  auto s = kiln::zeros<float>(ctx, {2, 4, 64, 64}), m = kiln::zeros<float>(ctx, {64, 64});
+  auto p = kiln::empty<float>(ctx, {2, 4, 64, 64});
+  const auto k = structural(p, kiln::softmax(s * 0.125f + m) * 2.0f, lanes);
+  const vk::structural_plan& sp = k.first->plan;
+  EXPECT_TRUE(sp.lanes);
+  EXPECT_EQ(sp.wg, 8u);
+  EXPECT_EQ(sp.cache, 0u);
+  EXPECT_TRUE(sp.vec4);
+  EXPECT_EQ(sp.in_rows, 0b100u);         // the mask, strided, from its line's base
+  EXPECT_EQ(sp.texel_bindings, 0b110u);  // s and m: read by the prologue only
+  check_golden_text(k.first->glsl, "softmax_masked_lanes");
+  // a line off the 4-element grid: scalar steps, no texel reads
+  auto q = kiln::empty<float>(ctx, {2, 4, 64, 63});
+  const auto ks = structural(q, kiln::softmax(kiln::slice(s, 3, 1, 64)), lanes);
+  EXPECT_TRUE(ks.first->plan.lanes);
+  EXPECT_FALSE(ks.first->plan.vec4);
+  EXPECT_EQ(ks.first->plan.texel_bindings, 0u);
+  EXPECT_EQ(glslc_errors(ks.first->glsl, "softmax_lanes_scalar"), "") << ks.first->glsl;
+  // every op in the lanes layout compiles, with vec4 steps and without
+  auto x = kiln::zeros<float>(ctx, {5, 40}), w = kiln::zeros<float>(ctx, {40}), y = kiln::empty<float>(ctx, {5, 40});
+  auto r = kiln::empty<float>(ctx, {5});
+  auto i = kiln::empty<std::int32_t>(ctx, {5});
+  auto xi = kiln::zeros<std::int8_t>(ctx, {5, 40});
+  auto y39 = kiln::empty<float>(ctx, {5, 39});
+  for (const auto& [name, kn] : std::vector<std::pair<std::string, vk::structural_kernel>>{
+           {"sum", structural(r, kiln::sum(x, -1), lanes)},
+           {"argmax", structural(i, kiln::argmax(x, -1), lanes)},
+           {"sum_int8", structural(i, kiln::sum(xi, -1), lanes)},
+           {"layer_norm", structural(y, kiln::layer_norm(x, w, w), lanes)},
+           {"rms_norm", structural(y, kiln::rms_norm(x, w) + x, lanes)},
+           {"log_softmax", structural(y, kiln::log_softmax(x), lanes)},
+           {"layer_norm_scalar", structural(y39, kiln::layer_norm(kiln::slice(x, 1, 1, 40)), lanes)}}) {
+    EXPECT_TRUE(kn.first->plan.lanes) << name;
+    EXPECT_EQ(glslc_errors(kn.first->glsl, "lanes_" + name), "") << name << "\n" << kn.first->glsl;
+  }
+  EXPECT_TRUE(structural(y, kiln::layer_norm(x, w, w), lanes).first->plan.params_vec4);
+  EXPECT_FALSE(structural(i, kiln::sum(xi, -1), lanes).first->plan.vec4);  // int accumulator
+}

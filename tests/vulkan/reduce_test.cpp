@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>  // setenv
+#include <type_traits>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -302,4 +304,90 @@ TEST_F(reduce, sum_of_16m_elements_uses_many_workgroups) {
   std::vector<float> h = data(std::size_t(n), 0.0f, 1.0f);
   same_as_cpu(ctx(), {n}, h, KILN_STMT(float, kiln::sum(x)), 1e-4, "sum of 16M", 2);
   same_as_cpu(ctx(), {4096, 4096}, h, KILN_STMT(float, kiln::sum(x)), 1e-4, "sum of 4096 x 4096", 2);
+}
+
+namespace {
+
+/// Sets KILN_VULKAN_ROWS (the rows mode's layout: "lanes", a subgroup a line, as CPU
+/// devices get it; "groups", a workgroup a line with the line cache, as GPUs get it)
+/// for its lifetime.
+struct rows_layout {
+  explicit rows_layout(const char* v) { ::setenv("KILN_VULKAN_ROWS", v, 1); }
+  ~rows_layout() { ::unsetenv("KILN_VULKAN_ROWS"); }
+  rows_layout(const rows_layout&) = delete;
+  rows_layout& operator=(const rows_layout&) = delete;
+};
+
+/// Rows of n values with special values where the lanes mode's vec4 steps and blocks of
+/// four steps (16 entries a lane, 128 a subgroup) meet them: row 0 plain, 1 a NaN past the
+/// first block, 2 +inf in the middle, 3 all -inf, 4 -inf for the first 130 entries then
+/// values, 5 -inf everywhere but the last entry, 6 a NaN first, 7 ties of the max.
+std::vector<float> special_rows(kiln::index_t n) {
+  auto h = data(std::size_t(8 * n));
+  auto at = [&](kiln::index_t r, kiln::index_t i) -> float& { return h[std::size_t(r * n + i)]; };
+  at(1, std::min<kiln::index_t>(n - 1, 200)) = qnan;
+  at(2, n / 2) = inf;
+  for (kiln::index_t i = 0; i < n; ++i) at(3, i) = -inf;
+  for (kiln::index_t i = 0; i < std::min<kiln::index_t>(n - 1, 130); ++i) at(4, i) = -inf;
+  for (kiln::index_t i = 0; i + 1 < n; ++i) at(5, i) = -inf;
+  at(6, 0) = qnan;
+  for (kiln::index_t i = 0; i < n; i += 3) at(7, i) = 9.0f;
+  return h;
+}
+
+}  // namespace
+
+// Both layouts of the rows mode on the same device: lanes (CPU devices' default: vec4
+// steps with texel reads where every operand is f32, contiguous and 4-aligned, scalar
+// steps otherwise) and groups (GPUs' default), every row op and reduction against the
+// CPU, with the numeric edge cases placed inside vec4 steps and blocks.
+TEST_F(reduce, both_row_layouts_with_vector_and_scalar_steps_match_the_cpu) {
+  for (const char* layout : {"lanes", "groups"}) {
+    const rows_layout guard(layout);
+    for (kiln::index_t n : {4, 8, 60, 128, 132, 1000, 1028, 4096, 4099}) {
+      const auto h = special_rows(n);
+      const kiln::shape s{8, n};
+      const std::string at = std::string(" (") + layout + ") over [8, " + std::to_string(n) + "]";
+      const double tol = n >= 1000 ? 2e-5 : 1e-5;
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::softmax(x, -1)), 1e-5, "softmax" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::log_softmax(x, -1)), 1e-5, "log_softmax" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::sum(x, -1)), tol, "sum" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::mean(x, -1)), tol, "mean" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::amax(x, -1)), 0, "amax" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(std::int32_t, kiln::argmax(x, -1)), 0, "argmax" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(std::int32_t, kiln::argmin(x, -1)), 0, "argmin" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::layer_norm(x)), 1e-4, "layer_norm" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::rms_norm(x)), 1e-5, "rms_norm" + at);
+      // a view starting one element in: lines off the 4-element grid (scalar steps)
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::softmax(kiln::slice(x, 1, 1, n), -1)), 1e-5, "softmax of a slice" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::rms_norm(kiln::slice(x, 1, 1, n))), 1e-5, "rms_norm of a slice" + at);
+      // weights, bias, prologue and epilogue: one dispatch
+      std::vector<float> hw = data(std::size_t(n), 0.5f, 2.0f), hb = data(std::size_t(n), -1.0f, 1.0f);
+      cpu_ctx c;
+      auto wc = kiln::from_host(c, {n}, std::span<const float>(hw)), bc = kiln::from_host(c, {n}, std::span<const float>(hb));
+      auto wg = kiln::from_host(ctx(), {n}, std::span<const float>(hw)), bg = kiln::from_host(ctx(), {n}, std::span<const float>(hb));
+      auto pick = [&](const auto& x, const auto& cw, const auto& gw) -> const auto& {
+        if constexpr (std::is_same_v<typename std::remove_cvref_t<decltype(x)>::backend_type, kiln::vulkan>) return gw;
+        else return cw;
+      };
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::layer_norm(x * 0.5f, pick(x, wc, wg), pick(x, bc, bg)) * 2.0f), 1e-4,
+                  "layer_norm with weight and bias, fused" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::rms_norm(x + 1.0f, pick(x, wc, wg)) + x), 1e-5,
+                  "rms_norm with weight and a residual" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::softmax(x * 0.125f + pick(x, bc, bg), -1) * 3.0f), 1e-5,
+                  "softmax with a broadcast mask and an epilogue" + at);
+      same_as_cpu(ctx(), s, h, KILN_STMT(float, kiln::sum(kiln::square(x - pick(x, wc, wg)), -1)), tol,
+                  "sum of squared differences" + at);
+    }
+    // in place, and a one-element operand broadcast (a constant in the vec4 steps)
+    const auto h = data(64 * 256);
+    same_as_cpu(ctx(), {64, 256}, h, KILN_STMT(float, kiln::softmax(x - kiln::slice(kiln::slice(x, 0, 0, 1), 1, 0, 1), -1)), 1e-5,
+                std::string("softmax minus a broadcast element (") + layout + ")");
+    auto y = kiln::from_host(ctx(), {64, 256}, std::span<const float>(h));
+    cpu_ctx c;
+    auto yc = kiln::from_host(c, {64, 256}, std::span<const float>(h));
+    y = kiln::softmax(y, -1);
+    yc = kiln::softmax(yc, -1);
+    expect_close(y.to_host(), yc.to_host(), 1e-5, std::string("softmax in place (") + layout + ")");
+  }
 }

@@ -1624,6 +1624,9 @@ inline constexpr std::string_view reduce_ops = R"kiln_glsl(// kernels/reduce/ops
 //   stats_result(s, count) (reduce family) or stats_finish(s, count) + stats_apply(s, x, j)
 //   (row family). KILN_OP: 1 reducer, 2 argmax/argmin (KILN_LARGEST), 3 softmax
 //   (KILN_LOG: log_softmax), 4 layer_norm, 5 rms_norm.
+// KILN_VEC4 (rows.comp's lanes mode, four elements a step): stats_add and stats_apply
+//   also take a vec4 of the entries at positions i .. i + 3, and stats_add four such
+//   steps 4 * KILN_WG positions apart (softmax: one rescaling for the sixteen).
 
 #if KILN_OP == 1
 struct kiln_stats { KILN_ACC v; };
@@ -1718,6 +1721,35 @@ float stats_apply(kiln_stats st, float x, uint j) {
   return exp(x - st.m) * st.s;
 #endif
 }
+#if KILN_VEC4
+// Four (or sixteen) entries a step (lanes mode): one rescaling for them all, against the
+// step's max. The shift is the max, or -FLT_MAX while the max is -inf, so -inf entries
+// add exp(-inf) = 0 and the old sum scales by exp(-inf) = 0 or exp(0) = 1, never NaN.
+// A NaN entry makes s NaN through its own exp, whatever max() makes of it (GLSL leaves
+// max with a NaN undefined), and NaN * anything stays NaN through rescaling and merging.
+void stats_add(inout kiln_stats st, vec4 x, uint i) {
+  float mn = max(st.m, max(max(x.x, x.y), max(x.z, x.w)));
+  float sh = max(mn, -3.40282347e38);
+  vec4 e = exp(x - sh);
+  st.s = st.s * exp(st.m - sh) + ((e.x + e.y) + (e.z + e.w));
+  st.m = mn;
+}
+void stats_add(inout kiln_stats st, vec4 a, vec4 b, vec4 c, vec4 d, uint i) {
+  vec4 x = max(max(a, b), max(c, d));
+  float mn = max(st.m, max(max(x.x, x.y), max(x.z, x.w)));
+  float sh = max(mn, -3.40282347e38);
+  vec4 e = (exp(a - sh) + exp(b - sh)) + (exp(c - sh) + exp(d - sh));
+  st.s = st.s * exp(st.m - sh) + ((e.x + e.y) + (e.z + e.w));
+  st.m = mn;
+}
+vec4 stats_apply(kiln_stats st, vec4 x, uint j) {
+#if KILN_LOG
+  return (x - st.m) - st.s;
+#else
+  return exp(x - st.m) * st.s;
+#endif
+}
+#endif
 
 #else  // KILN_OP == 4 (layer_norm), 5 (rms_norm)
 // Sums of the line shifted by its first element k (layer_norm): x - k is exact for data
@@ -1764,6 +1796,40 @@ float stats_apply(kiln_stats st, float x, uint j) {
   return y;
 }
 #endif
+
+#if KILN_VEC4 && KILN_OP != 3
+// Four entries a step (lanes mode), at positions i .. i + 3; four steps (a .. d, each
+// 4 * KILN_WG positions after the last) in order.
+void stats_add(inout kiln_stats s, vec4 x, uint i) {
+  stats_add(s, x.x, i);
+  stats_add(s, x.y, i + 1u);
+  stats_add(s, x.z, i + 2u);
+  stats_add(s, x.w, i + 3u);
+}
+void stats_add(inout kiln_stats s, vec4 a, vec4 b, vec4 c, vec4 d, uint i) {
+  stats_add(s, a, i);
+  stats_add(s, b, i + 4u * KILN_WG);
+  stats_add(s, c, i + 8u * KILN_WG);
+  stats_add(s, d, i + 12u * KILN_WG);
+}
+#if KILN_ROW_OP && KILN_PARAMS_VEC4
+// (norms) the weight and bias four at a time: kiln_weight4 / kiln_bias4
+vec4 stats_apply(kiln_stats st, vec4 x, uint j) {
+  vec4 y = ((x - st.k) - st.s1) * st.s2;
+#if KILN_WEIGHT
+  y *= kiln_weight4(j);
+#endif
+#if KILN_BIAS
+  y += kiln_bias4(j);
+#endif
+  return y;
+}
+#elif KILN_ROW_OP
+vec4 stats_apply(kiln_stats s, vec4 x, uint j) {
+  return vec4(stats_apply(s, x.x, j), stats_apply(s, x.y, j + 1u), stats_apply(s, x.z, j + 2u), stats_apply(s, x.w, j + 3u));
+}
+#endif
+#endif
 )kiln_glsl";
 
 /// reduce/rows.comp
@@ -1784,7 +1850,93 @@ inline constexpr std::string_view reduce_rows = R"kiln_glsl(// kernels/reduce/ro
 // KILN_PHASE 1: the split pass's first dispatch: each task's statistics to kiln_partial[task].
 // KILN_PHASE 2: the second: a task merges its row's p.chunks partials, then writes its
 //   chunk (row ops; rows * chunks tasks) or the row's result (reduce family; rows tasks).
+// KILN_LANES (CPU devices: lavapipe runs a workgroup's subgroups one after another, a
+//   barrier is a coroutine switch of every subgroup, and a storage or shared access goes
+//   lane by lane): phase 0 only, one subgroup a line (KILN_WG == gl_SubgroupSize), its
+//   lanes on neighbouring elements (or vec4 steps, KILN_VEC4: kiln_prologue4 /
+//   kiln_epilogue4 on 4-aligned positions, inputs through texel fetches where the host
+//   bound texel views), statistics merged by shuffles alone; no barrier, no shared memory:
+//   a row op reads its line again (from the cache of the CPU) instead of keeping it.
 layout(local_size_x = KILN_WG) in;
+
+// A line's empty statistics (layer_norm shifts by the line's first element).
+kiln_stats kiln_stats_begin(uint base) {
+  kiln_stats s = stats_empty();
+#if KILN_OP == 4
+  if (p.extent > 0u) s.k = kiln_prologue(base);
+#endif
+  return s;
+}
+
+#if KILN_LANES
+#if KILN_VEC4
+#define KILN_STEPS (p.extent >> 2)
+#define KILN_STEP_T vec4
+#define KILN_LOAD(q) kiln_prologue4(base + 4u * (q))
+#define KILN_STORE(v, q) kiln_epilogue4(v, base + 4u * (q))
+#define KILN_AT(q) (4u * (q))
+float kiln_step_sum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+#else
+#define KILN_STEPS p.extent
+#define KILN_STEP_T KILN_ACC
+#define KILN_LOAD(q) kiln_prologue(base + (q))
+#define KILN_STORE(v, q) kiln_epilogue(v, base + (q))
+#define KILN_AT(q) (q)
+float kiln_step_sum(float v) { return v; }
+#endif
+
+kiln_stats kiln_lanes_merge(kiln_stats s) {
+  for (uint m = KILN_WG >> 1; m > 0u; m >>= 1) s = stats_merge(s, stats_shuffle_xor(s, m));
+  return s;
+}
+
+float kiln_lanes_sum(float v) {
+  for (uint m = KILN_WG >> 1; m > 0u; m >>= 1) v += subgroupShuffleXor(v, m);
+  return v;
+}
+
+void main() {
+  kiln_copy_params();  // p: a private copy, which the compiler keeps in registers across stores
+  uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  if (row >= p.rows) return;  // whole workgroups: uniform
+  uint lid = gl_LocalInvocationIndex;
+  uint base = row * p.extent;
+  kiln_row_begin(base);
+  uint n = KILN_STEPS;
+#if KILN_OP == 4
+  // layer_norm: the mean of x - k (k the line's first element), then the squared
+  // deviations from it, then the output: three reads of the line, as the cached form.
+  float k = p.extent > 0u ? kiln_prologue(base) : 0.0;
+  KILN_STEP_T a1 = KILN_STEP_T(0.0);
+  for (uint q = lid; q < n; q += KILN_WG) a1 += KILN_LOAD(q) - k;
+  float dm = kiln_lanes_sum(kiln_step_sum(a1)) / float(p.extent);
+  KILN_STEP_T a2 = KILN_STEP_T(0.0);
+  for (uint q = lid; q < n; q += KILN_WG) {
+    KILN_STEP_T d = (KILN_LOAD(q) - k) - dm;
+    a2 += d * d;
+  }
+  float var = kiln_lanes_sum(kiln_step_sum(a2)) / float(p.extent);  // biased, as PyTorch
+  kiln_stats s = kiln_stats(k, 0.0, dm, 1.0 / sqrt(var + p.eps));
+  for (uint q = lid; q < n; q += KILN_WG) KILN_STORE(stats_apply(s, KILN_LOAD(q), KILN_AT(q)), q);
+#else
+  kiln_stats s = kiln_stats_begin(base);
+  uint q = lid;
+#if KILN_VEC4
+  for (; q + 3u * KILN_WG < n; q += 4u * KILN_WG)
+    stats_add(s, KILN_LOAD(q), KILN_LOAD(q + KILN_WG), KILN_LOAD(q + 2u * KILN_WG), KILN_LOAD(q + 3u * KILN_WG), KILN_AT(q));
+#endif
+  for (; q < n; q += KILN_WG) stats_add(s, KILN_LOAD(q), KILN_AT(q));
+  s = kiln_lanes_merge(s);
+#if KILN_ROW_OP
+  stats_finish(s, float(p.extent));
+  for (uint q = lid; q < n; q += KILN_WG) KILN_STORE(stats_apply(s, KILN_LOAD(q), KILN_AT(q)), q);
+#else
+  if (lid == 0u) kiln_epilogue(stats_result(s, float(p.extent)), row);
+#endif
+#endif
+}
+
+#else  // !KILN_LANES
 
 shared kiln_stats kiln_red[KILN_WG];
 #if KILN_CACHE > 0
@@ -1815,15 +1967,6 @@ kiln_stats kiln_workgroup_merge(kiln_stats s) {
   kiln_stats r = kiln_red[0];
   barrier();  // kiln_red is reused
   return r;
-}
-
-// A line's empty statistics (layer_norm shifts by the line's first element).
-kiln_stats kiln_stats_begin(uint base) {
-  kiln_stats s = stats_empty();
-#if KILN_OP == 4
-  if (p.extent > 0u) s.k = kiln_prologue(base);
-#endif
-  return s;
 }
 
 void main() {
@@ -1929,6 +2072,8 @@ void main() {
   if (lid == 0u) kiln_epilogue(stats_result(s, float(p.extent)), row);
 #endif
 }
+
+#endif  // KILN_LANES
 )kiln_glsl";
 
 struct embedded_kernel {

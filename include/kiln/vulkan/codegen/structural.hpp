@@ -75,6 +75,16 @@ struct structural_plan {
   std::vector<operand_plan> params;    // a norm's weight (and bias), read as rank-1 strided
   std::uint32_t bindings = 0;  // operand buffers; the split pass's partials follow, then a parameter buffer
   bool params_buffer = false;
+  // CPU devices (lavapipe), reduce and row families: one subgroup a line (wg = the
+  // subgroup size), its lanes on neighbouring elements, statistics merged by shuffles
+  // alone: no barrier, no line cache (the line is read again instead).
+  bool lanes = false;
+  bool vec4 = false;                  // (lanes) four elements a step: kiln_prologue4 / kiln_epilogue4
+  bool params_vec4 = false;
+  // (vec4) bit o: strided operand o of `in` (`out`) is contiguous along the line, each line
+  // starting 4-aligned: read four at a time from its line's first index (kiln_row_begin).
+  std::uint32_t in_rows = 0, out_rows = 0;           // (vec4) the norm's weight and bias are f32, contiguous, 4-aligned: kiln_weight4 / kiln_bias4
+  std::uint32_t texel_bindings = 0;   // (vec4) bit b: binding b is read through a uniform texel buffer
 };
 
 /// A generated structural kernel.
@@ -93,13 +103,17 @@ inline std::string structural_plan_key(const structural_plan& sp) {
   };
   k += static_cast<char>(sp.op);
   k += static_cast<char>(sp.row_op | sp.log << 1 | sp.largest << 2 | sp.subgroup << 3 | sp.acc_float << 4 |
-                         sp.params_buffer << 5);
+                         sp.params_buffer << 5 | sp.lanes << 6 | sp.vec4 << 7);
+  k += static_cast<char>(sp.params_vec4);
   k += static_cast<char>(sp.mode);
   k += static_cast<char>(sp.phase);
   word(sp.wg);
   word(sp.cache);
   word(static_cast<std::uint32_t>(sp.value_operand));
   word(sp.bindings);
+  word(sp.texel_bindings);
+  word(sp.in_rows);
+  word(sp.out_rows);
   k += plan_key(sp.in);
   k += '|';
   k += plan_key(sp.out);
@@ -221,6 +235,8 @@ inline structural_family_text reduce_family_text(const structural_plan& sp, cons
   f.comment = "// " + std::string(sp.mode == structural_mode::rows ? "rows" : "columns") + ", phase " +
               std::to_string(sp.phase) + ", " + std::to_string(sp.wg) + " invocations" +
               (sp.subgroup ? ", subgroup shuffles" : "") + (sp.cache ? ", line cache " + std::to_string(sp.cache) : "") +
+              (sp.lanes ? ", a subgroup a line" : "") + (sp.vec4 ? ", vec4 steps" : "") +
+              (sp.texel_bindings ? ", texel reads" : "") +
               (sp.params_buffer ? "; parameter buffer" : "") + "\n";
   if (sp.subgroup) {
     f.extensions += "#extension GL_KHR_shader_subgroup_basic : require\n";
@@ -235,6 +251,9 @@ inline structural_family_text reduce_family_text(const structural_plan& sp, cons
   def("KILN_WG", std::to_string(sp.wg) + "u");
   def("KILN_CACHE", std::to_string(sp.cache));
   def("KILN_SUBGROUP", sp.subgroup ? "1" : "0");
+  def("KILN_LANES", sp.lanes ? "1" : "0");
+  def("KILN_VEC4", sp.vec4 ? "1" : "0");
+  def("KILN_PARAMS_VEC4", sp.params_vec4 || sp.params.empty() ? "1" : "0");
   def("KILN_ACC", std::string(acc));
   def("KILN_ACC_FLOAT", sp.acc_float ? "1" : "0");
   def("KILN_RESULT", std::string(result_type));
@@ -260,9 +279,17 @@ inline structural_family_text reduce_family_text(const structural_plan& sp, cons
   }
   const char* pname[2] = {"kiln_weight", "kiln_bias"};
   for (std::size_t q = 0; q < sp.params.size() && q < 2; ++q) {
-    const std::string qs = std::to_string(q);
+    const std::string qs = std::to_string(q), b = std::to_string(sp.params[q].binding);
+    const bool texel = sp.params[q].binding < 32 && (sp.texel_bindings >> sp.params[q].binding) & 1u;
+    const std::string at = "uint(int(p.poff" + qs + ") + int(j) * p.pst" + qs + ")";
     f.hooks += std::string("float ") + pname[q] + "(uint j) { return " +
-               load(sp.params[q], "uint(int(p.poff" + qs + ") + int(j) * p.pst" + qs + ")") + "; }\n";
+               (texel ? "uintBitsToFloat(kiln_texel(kiln_t" + b + ", " + at + "))" : load(sp.params[q], at)) + "; }\n";
+    if (sp.params_vec4) {  // stride 1: the four from j on (j % 4 == 0)
+      f.hooks += std::string("vec4 ") + pname[q] + "4(uint j) { return " +
+                 (texel ? "uintBitsToFloat(texelFetch(kiln_t" + b + ", int((p.poff" + qs + " + j) >> 2)))"
+                        : "kiln_v" + b + "[(p.poff" + qs + " + j) >> 2]") +
+                 "; }\n";
+    }
   }
   return f;
 }
@@ -297,6 +324,35 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
     i8 = i8 || u.type == dtype::i8 || u.type == dtype::u8;
   }
 
+  // vec4 steps (sp.vec4: every operand f32, linear and 4-aligned, or constant): bindings
+  // read or written four elements at a time, through a texel buffer or a vec4 alias.
+  auto texel = [&](std::uint32_t b) { return b < 32 && (sp.texel_bindings >> b) & 1u; };
+  auto vec_binding = [&](std::uint32_t b) {
+    if (!sp.vec4 || texel(b)) return false;
+    if (sp.row_op && b == sp.out.operands[0].binding) return true;
+    for (std::size_t o = 1; o <= LO; ++o)
+      if (o != sp.value_operand && sp.out.operands[o].binding == b &&
+          (sp.out.operands[o].how == access::linear || (o < 32 && (sp.out_rows >> o) & 1u)))
+        return true;
+    for (std::size_t o = 1; o <= LI; ++o)
+      if (sp.in.operands[o].binding == b && (sp.in.operands[o].how == access::linear || (o < 32 && (sp.in_rows >> o) & 1u)))
+        return true;
+    for (const operand_plan& q : sp.params)
+      if (sp.params_vec4 && q.binding == b) return true;
+    return false;
+  };
+  // One element (scalar) or the four from element `at` on (vec4; at % 4 == 0) of operand op.
+  auto load_one = [&](const operand_plan& op, const std::string& at) {
+    if (!texel(op.binding)) return load(op, at);
+    const std::string e = "kiln_texel(kiln_t" + std::to_string(op.binding) + ", " + at + ")";
+    return op.type == dtype::i32 ? "int(" + e + ")" : "uintBitsToFloat(" + e + ")";
+  };
+  auto load_four = [&](const operand_plan& op, const std::string& at) {
+    const std::string b = std::to_string(op.binding);
+    if (texel(op.binding)) return "uintBitsToFloat(texelFetch(kiln_t" + b + ", int((" + at + ") >> 2)))";
+    return "kiln_v" + b + "[(" + at + ") >> 2]";
+  };
+
   std::string s;
   s += "#version 450\n";
   s += "// kiln generated kernel: " + readable + "\n";
@@ -324,9 +380,17 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
     }
     declared[u.binding] = static_cast<int>(u.type);
     const std::string b = std::to_string(u.binding);
+    if (texel(u.binding)) {
+      s += "layout(set = 0, binding = " + b + ") uniform usamplerBuffer kiln_t" + b + ";\n";
+      continue;
+    }
     const std::string qual = u.binding == out_binding ? (out_read ? "" : "writeonly ") : "readonly ";
     s += "layout(std430, set = 0, binding = " + b + ") " + qual + "buffer kiln_buf" + b + " { " +
          std::string(glsl_storage_type(u.type)) + " kiln_b" + b + "[]; };\n";
+    if (vec_binding(u.binding)) {
+      s += "layout(std430, set = 0, binding = " + b + ") " + qual + "buffer kiln_vbuf" + b + " { vec4 kiln_v" + b +
+           "[]; };\n";
+    }
   }
   s += fam.buffers;
 
@@ -337,6 +401,7 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
   } else {
     s += "\nlayout(push_constant) uniform kiln_params {\n";
   }
+  const std::size_t members_from = s.size();
   s += fam.members;
   for (std::size_t o = 1; o <= LI; ++o) s += "  uint ioff" + std::to_string(o) + ";\n";
   if (any_strided(sp.in, 1)) {
@@ -357,7 +422,25 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
   }
   for (std::size_t j = 0; j < epi.scalar_types.size(); ++j) s += "  " + epi.scalar_types[j] + " s" + std::to_string(j) + ";\n";
   for (std::size_t j = 0; j < pro.scalar_types.size(); ++j) s += "  " + pro.scalar_types[j] + " t" + std::to_string(j) + ";\n";
-  s += "} p;\n\n";
+  if (!sp.lanes) {
+    s += "} p;\n\n";
+  } else {
+    // lanes: `p` is a private copy of the block, made by kiln_copy_params() first thing.
+    // lavapipe reloads a block member after every store to a buffer (they might alias),
+    // once per element in the loops; a private copy stays in registers (softmax ~15%).
+    const std::string members = s.substr(members_from);
+    s += "} kiln_pc;\n\nstruct kiln_param_copy {\n" + members + "};\nkiln_param_copy p;\n";
+    s += "void kiln_copy_params() {\n  p = kiln_param_copy(";
+    bool first_member = true;
+    for (std::size_t at = 0; at < members.size();) {
+      const std::size_t end = members.find(';', at);
+      const std::size_t sp_at = members.rfind(' ', end);
+      s += (first_member ? "kiln_pc." : ", kiln_pc.") + members.substr(sp_at + 1, end - sp_at - 1);
+      first_member = false;
+      at = members.find('\n', end) + 1;
+    }
+    s += ");\n}\n\n";
+  }
 
   std::vector<std::string> functions = pro.functions;
   for (const std::string& f : epi.functions)
@@ -367,6 +450,30 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
   for (const std::string& f : functions) s += f;
   if (pro.uses_f2i || epi.uses_f2i) s += f2i_glsl;
   if (b16) s += bf16_glsl;
+  if (sp.texel_bindings) s += texel_glsl;
+  auto row_bit = [](std::uint32_t mask, std::size_t o) { return o < 32 && (mask >> o) & 1u; };
+  if (sp.lanes) {
+    // The line's first position, and there the index of each operand read from its line's base.
+    s += "uint kiln_row_pos;\n";
+    for (std::size_t o = 1; o <= LI; ++o)
+      if (row_bit(sp.in_rows, o)) s += "uint kiln_ib" + std::to_string(o) + ";\n";
+    for (std::size_t o = 1; o <= LO; ++o)
+      if (row_bit(sp.out_rows, o)) s += "uint kiln_ob" + std::to_string(o) + ";\n";
+    s += "void kiln_row_begin(uint pos) {\n  kiln_row_pos = pos;\n";
+    if (sp.in_rows) {
+      s += "  {\n" + coordinates(sp.in, "i");
+      for (std::size_t o = 1; o <= LI; ++o)
+        if (row_bit(sp.in_rows, o)) s += "  kiln_ib" + std::to_string(o) + " = " + index_of(sp.in, o, "i") + ";\n";
+      s += "  }\n";
+    }
+    if (sp.out_rows) {
+      s += "  {\n" + coordinates(sp.out, "");
+      for (std::size_t o = 1; o <= LO; ++o)
+        if (row_bit(sp.out_rows, o)) s += "  kiln_ob" + std::to_string(o) + " = " + index_of(sp.out, o, "") + ";\n";
+      s += "  }\n";
+    }
+    s += "}\n\n";
+  }
 
   // The prologue: the input expression at input position pos.
   s += std::string(acc) + " kiln_prologue_compute(";
@@ -385,11 +492,34 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
     if (sp.in.operands[q].same_as >= 0) continue;
     const std::string l = "l" + std::to_string(q - 1);
     s += "  " + std::string(compute_type_of(sp.in.operands[q].type)) + " " + l + " = " +
-         load(sp.in.operands[q], index_of(sp.in, q, "i")) + ";\n";
+         load_one(sp.in.operands[q], index_of(sp.in, q, "i")) + ";\n";
     call += (first ? "" : ", ") + l;
     first = false;
   }
   s += call + ");\n}\n\n";
+  // The prologue at the four input positions from pos on (pos % 4 == 0).
+  if (sp.vec4) {
+    s += "vec4 kiln_prologue4(uint pos) {\n";
+    std::string args;
+    first = true;
+    for (std::size_t q = 1; q <= LI; ++q) {
+      const operand_plan& op = sp.in.operands[q];
+      if (op.same_as >= 0) continue;
+      const std::string l = "l" + std::to_string(q - 1);
+      const bool rows = row_bit(sp.in_rows, q), four = op.how == access::linear || rows;
+      const std::string at = rows ? "kiln_ib" + std::to_string(q) + " + (pos - kiln_row_pos)" : index_of(sp.in, q, "i");
+      s += std::string(four ? "  vec4 " : "  float ") + l + " = " + (four ? load_four(op, at) : load_one(op, at)) + ";\n";
+      args += (first ? "" : ", ") + l + (four ? ".{c}" : "");
+      first = false;
+    }
+    s += "  return vec4(";
+    for (const char* c : {"x", "y", "z", "w"}) {
+      std::string a = args;
+      for (std::size_t at = a.find("{c}"); at != std::string::npos; at = a.find("{c}")) a.replace(at, 3, c);
+      s += std::string(*c == 'x' ? "" : ", ") + "kiln_prologue_compute(" + a + ")";
+    }
+    s += ");\n}\n\n";
+  }
 
   // The epilogue: the output expression at output position pos, given the op's result.
   s += std::string(epi_type) + " kiln_epilogue_compute(";
@@ -421,6 +551,33 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
   s += call + ");\n";
   s += "  kiln_b" + std::to_string(out_binding) + "[" + index_of(sp.out, 0, "") +
        "] = " + glsl_store(sp.out.operands[0].type, epi_type, "r") + ";\n}\n\n";
+  // The epilogue at the four output positions from pos on (pos % 4 == 0), f32 output.
+  if (sp.vec4 && sp.row_op) {
+    s += "void kiln_epilogue4(vec4 value, uint pos) {\n";
+    std::string args;
+    first = true;
+    for (std::size_t q = 1; q <= LO; ++q) {
+      const operand_plan& op = sp.out.operands[q];
+      if (op.same_as >= 0) continue;
+      if (q == sp.value_operand) {
+        args += first ? "value.{c}" : ", value.{c}";
+      } else {
+        const std::string l = "l" + std::to_string(q - 1);
+        const bool rows = row_bit(sp.out_rows, q), four = op.how == access::linear || rows;
+        const std::string at = rows ? "kiln_ob" + std::to_string(q) + " + (pos - kiln_row_pos)" : index_of(sp.out, q, "");
+        s += std::string(four ? "  vec4 " : "  float ") + l + " = " + (four ? load_four(op, at) : load_one(op, at)) + ";\n";
+        args += (first ? "" : ", ") + l + (four ? ".{c}" : "");
+      }
+      first = false;
+    }
+    s += "  kiln_v" + std::to_string(out_binding) + "[(" + index_of(sp.out, 0, "") + ") >> 2] = vec4(";
+    for (const char* c : {"x", "y", "z", "w"}) {
+      std::string a = args;
+      for (std::size_t at = a.find("{c}"); at != std::string::npos; at = a.find("{c}")) a.replace(at, 3, c);
+      s += std::string(*c == 'x' ? "" : ", ") + "kiln_epilogue_compute(" + a + ")";
+    }
+    s += ");\n}\n\n";
+  }
 
   // Op hooks.
   s += fam.hooks;
@@ -476,6 +633,12 @@ struct structural_options {
   std::uint32_t shared_bytes = 0;     // shared memory per workgroup: row ops cache lines that fit
   std::uint32_t max_push_bytes = 0;   // beyond: the parameters go to a storage buffer
   index_t split_from = index_t(1) << 16;  // lines at least this long take the split pass
+  /// A CPU device (lavapipe: subgroups run one after another, lane by lane for memory,
+  /// barriers are coroutine switches): lines of the rows mode go one subgroup each
+  /// (structural_plan::lanes), given subgroup shuffles.
+  bool lanes = false;
+  bool texel_reads = false;                // (lanes, vec4) inputs may be read through texel views
+  std::uint32_t max_texel_buffers = 0;     // uniform texel buffers a kernel may bind
 };
 
 /// A statement's structural kernel: one source (phase 0), or the split pass's two, the
@@ -729,6 +892,65 @@ structural_walk structural_walk_of(const S& s, const structural_options& opt) {
   return w;
 }
 
+/// Bit o: operand o (from `from` on, at most 31) is contiguous along each line of `extent`
+/// elements and every line starts on a multiple of 4 there: its last collapsed dimension
+/// (which holds the line) has stride 1, the others and its offset are multiples of 4.
+template <std::size_t L>
+std::uint32_t row_contiguous(const iteration_layout<L>& lay, const structural_detail::operand_fact* f, index_t extent,
+                             std::size_t from) {
+  std::uint32_t bits = 0;
+  if (lay.rank < 1 || extent <= 0 || extent % 4 != 0 || lay.extent[lay.rank - 1] % extent != 0) return 0;
+  for (std::size_t o = from; o <= L && o < 32; ++o) {
+    bool ok = lay.stride[o][lay.rank - 1] == 1 && f[o].offset % 4 == 0;
+    for (int d = 0; d + 1 < lay.rank; ++d) ok = ok && lay.stride[o][d] % 4 == 0;
+    if (ok) bits |= 1u << o;
+  }
+  return bits;
+}
+
+/// A lanes plan's vec4 steps and texel reads: four elements a step where every line
+/// starts on a multiple of 4 and every operand is an f32 read (or written) contiguously
+/// or a constant; bindings only the prologue reads go through texel views when allowed.
+inline void plan_lane_steps(structural_plan& plan, const structural_detail::operand_fact* fin,
+                            const structural_detail::operand_fact* fout, index_t extent, const structural_options& opt,
+                            bool params_four, std::uint32_t in_rows, std::uint32_t out_rows) {
+  auto four = [](const operand_plan& op, const structural_detail::operand_fact& f, bool rows) {
+    return op.type == dtype::f32 &&
+           (op.how == access::constant || (op.how == access::linear && f.offset % 4 == 0) || (op.how == access::strided && rows));
+  };
+  bool v = extent % 4 == 0 && plan.acc_float;
+  for (std::size_t o = 1; o < plan.in.operands.size() && v; ++o) v = four(plan.in.operands[o], fin[o], (in_rows >> o) & 1u);
+  if (plan.row_op) {
+    v = v && plan.out.operands[0].how == access::linear && plan.out.operands[0].type == dtype::f32 && fout[0].offset % 4 == 0;
+    for (std::size_t o = 1; o < plan.out.operands.size() && v; ++o)
+      v = o == plan.value_operand || four(plan.out.operands[o], fout[o], (out_rows >> o) & 1u);
+  }
+  if (v) {
+    for (std::size_t o = 1; o < plan.in.operands.size(); ++o)
+      if (plan.in.operands[o].how == access::strided) plan.in_rows |= 1u << o;
+    for (std::size_t o = 1; o < plan.out.operands.size() && plan.row_op; ++o)
+      if (plan.out.operands[o].how == access::strided) plan.out_rows |= 1u << o;
+  }
+  plan.vec4 = v;
+  plan.params_vec4 = v && params_four && !plan.params.empty();
+  if (!v || !opt.texel_reads) return;
+  std::uint32_t count = 0;
+  for (std::uint32_t b = 0; b < plan.bindings && b < 32; ++b) {
+    bool only_in = b != plan.out.operands[0].binding, used = false;
+    for (std::size_t o = 1; o < plan.out.operands.size(); ++o)
+      only_in = only_in && (o == plan.value_operand || plan.out.operands[o].binding != b);
+    for (const operand_plan& q : plan.params) {
+      only_in = only_in && (q.binding != b || (plan.params_vec4 && q.type == dtype::f32));
+      used = used || q.binding == b;
+    }
+    for (std::size_t o = 1; o < plan.in.operands.size(); ++o) used = used || plan.in.operands[o].binding == b;
+    if (only_in && used && (opt.max_texel_buffers == 0 || count < opt.max_texel_buffers)) {
+      plan.texel_bindings |= 1u << b;
+      ++count;
+    }
+  }
+}
+
 /// Plans and generates the structural kernel of `out = n` (a planned tree: one structural
 /// node, whose shape is out's; shapes and aliasing checked by assign). ops_glsl, rows_glsl
 /// and columns_glsl: kernels/reduce/{ops,rows,columns}.comp. Throws kiln::shape_error where
@@ -804,6 +1026,22 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
     if (row_op && chunks == 1 && opt.shared_bytes > plan.wg * 16 + 1024) {
       const std::uint32_t cap = pow2_floor(std::min<std::uint64_t>(8192, (opt.shared_bytes - plan.wg * 16 - 1024) / 4));
       if (R <= cap) plan.cache = cap;
+    }
+    if (chunks == 1 && opt.lanes && sg > 1 && (sg & (sg - 1)) == 0 && sg <= max_wg) {
+      plan.lanes = true;
+      plan.wg = sg;
+      plan.subgroup = true;
+      plan.cache = 0;
+      bool params_four = true;  // the norm's weight and bias: f32, stride 1, 4-aligned
+      std::apply(
+          [&](const auto&... q) {
+            ((params_four = params_four && std::is_same_v<typename std::remove_cvref_t<decltype(q.t)>::value_type, float> &&
+                            q.t.strides()[0] == 1 && q.t.offset() % 4 == 0),
+             ...);
+          },
+          s.params);
+      plan_lane_steps(plan, fin, fout, R, opt, params_four, row_contiguous(in_lay, fin, R, 1),
+                      row_op ? row_contiguous(out_lay, fout, R, 1) : 0u);
     }
   }
   if (sp.outer * chunks > index_t(UINT32_MAX)) {

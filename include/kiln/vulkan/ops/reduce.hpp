@@ -17,9 +17,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>  // std::getenv
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -43,6 +45,13 @@ inline structural_options structural_options_for(const context_state& ctx) {
   if (d.subgroups_in_compute && has("basic") && has("shuffle")) o.subgroup_size = d.subgroup_size;
   o.shared_bytes = d.max_shared_memory;
   o.max_push_bytes = std::max<std::uint32_t>(d.max_push_constants, 4);
+  // CPU devices: a subgroup a line (see structural_options::lanes); KILN_VULKAN_ROWS=
+  // "lanes" or "groups" forces either layout on any device (tests, measurements).
+  o.lanes = d.type == device_type::cpu;
+  if (const char* v = std::getenv("KILN_VULKAN_ROWS"); v && *v) o.lanes = std::string_view(v) == "lanes";
+  o.lanes = o.lanes && o.subgroup_size > 1;
+  o.texel_reads = ctx.texel_reads() && d.max_texel_buffer_elements > 0;
+  o.max_texel_buffers = std::min(d.max_texel_buffers, max_texel_binding);
   return o;
 }
 
@@ -54,7 +63,7 @@ inline void record_structural(context_state& ctx, const structural_kernel& kn, c
   std::vector<context_state::binding> b(nb);
   for (std::uint32_t i = 0; i < plan.bindings; ++i) {
     const storage* st = by_binding[i];
-    b[i] = {&st->alloc(), &st->access(), st == &os};
+    b[i] = {&st->alloc(), &st->access(), st == &os, i < 32 && (plan.texel_bindings >> i) & 1u};
   }
   std::shared_ptr<storage> partials;
   if (kn.second) {
@@ -63,7 +72,7 @@ inline void record_structural(context_state& ctx, const structural_kernel& kn, c
   }
   const auto bytes = static_cast<std::uint32_t>(kn.push.size() * sizeof(std::uint32_t));
   auto spec = [&](const structural_source& src) {
-    return kernel_spec{src.name, src.glsl, {}, nb, plan.params_buffer ? 0 : bytes, src.expression, 0,
+    return kernel_spec{src.name, src.glsl, {}, nb, plan.params_buffer ? 0 : bytes, src.expression, plan.texel_bindings,
                        plan.params_buffer ? bytes : 0, src.plan.wg};
   };
   const auto push = std::as_bytes(std::span(kn.push));
@@ -96,7 +105,11 @@ void record_reduce_kernel(const tensor<T, B>& out, const N& n) {
   });
   for_each_leaf(s.arg, tensor_operand);
   std::apply([&](const auto&... q) { (tensor_operand(q.t), ...); }, s.params);
-  const structural_kernel kn = make_structural_kernel(out, n, structural_options_for(ctx), kernels::reduce_ops,
+  structural_options opt = structural_options_for(ctx);
+  auto viewable = [&](const auto& t) { opt.texel_reads = opt.texel_reads && ctx.texel_viewable(t.storage()->alloc()); };
+  for_each_leaf(s.arg, viewable);
+  std::apply([&](const auto&... q) { (viewable(q.t), ...); }, s.params);
+  const structural_kernel kn = make_structural_kernel(out, n, opt, kernels::reduce_ops,
                                                       kernels::reduce_rows, kernels::reduce_columns);
   if (kn.empty) return;
   KILN_ASSERT(stores.size() == kn.first->plan.bindings);
