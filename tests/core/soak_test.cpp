@@ -74,9 +74,15 @@ TYPED_TEST(soak, ten_thousand_cycles_keep_memory_flat) {
   EXPECT_LE(worst, 2.0f * 0x1p-11f);
   ASSERT_GT(rss_before, 0u) << "/proc/self/statm is unreadable";
   // allocator slack and lazily mapped driver pages, not a per-cycle leak (which would be
-  // >= 10,000 x the smallest allocation)
+  // >= 10,000 x the smallest allocation). Under AddressSanitizer freed memory sits in its
+  // quarantine (hundreds of MiB by design), so resident memory grows there; LeakSanitizer
+  // checks that build for leaks at exit, and the pool's counters below hold everywhere.
+#if !defined(__SANITIZE_ADDRESS__)
   EXPECT_LE(rss_after, rss_before + (std::size_t(8) << 20))
       << "resident memory grew from " << rss_before << " to " << rss_after << " bytes over " << cycles << " cycles";
+#else
+  (void)rss_after;
+#endif
 #if defined(KILN_TEST_VULKAN)
   if constexpr (std::is_same_v<TypeParam, kiln::vulkan>) {
     const auto pool_after = kiln::vulkan::memory(ctx);
