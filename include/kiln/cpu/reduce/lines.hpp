@@ -102,7 +102,9 @@ struct prefetch_floats {
   const float* p = nullptr;
   void operator()(index_t i, index_t count) const {
     if (!p) return;
-    for (index_t k = 0; k < count; k += 16) __builtin_prefetch(p + i + k, 0, 2);
+    // the line starts in [i, i + count) (16 floats a line, counted from p): one request
+    // a line even where a pass steps by less than a line
+    for (index_t k = -i & 15; k < count; k += 16) __builtin_prefetch(p + i + k, 0, 2);
   }
 };
 

@@ -209,6 +209,18 @@ inline std::string load(const operand_plan& op, const std::string& at) {
 
 }  // namespace structural_text
 
+/// vec4(fn(args at x), ..., fn(args at w)): `args` holds {c} where a vector operand's
+/// component goes (kiln_prologue4 / kiln_epilogue4 evaluate the scalar body per lane).
+inline std::string four_calls(std::string_view fn, const std::string& args) {
+  std::string s = "vec4(";
+  for (const char* c : {"x", "y", "z", "w"}) {
+    std::string a = args;
+    for (std::size_t at = a.find("{c}"); at != std::string::npos; at = a.find("{c}")) a.replace(at, 3, c);
+    s += std::string(*c == 'x' ? "" : ", ") + std::string(fn) + "(" + a + ")";
+  }
+  return s + ")";
+}
+
 /// The reducer hooks of KILN_OP 1, from a reducer's GLSL spellings (acc: "float" or "int").
 struct reducer_text {
   std::string_view identity, combine, finalize;  // finalize empty: the value itself
@@ -512,13 +524,7 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
       args += (first ? "" : ", ") + l + (four ? ".{c}" : "");
       first = false;
     }
-    s += "  return vec4(";
-    for (const char* c : {"x", "y", "z", "w"}) {
-      std::string a = args;
-      for (std::size_t at = a.find("{c}"); at != std::string::npos; at = a.find("{c}")) a.replace(at, 3, c);
-      s += std::string(*c == 'x' ? "" : ", ") + "kiln_prologue_compute(" + a + ")";
-    }
-    s += ");\n}\n\n";
+    s += "  return " + four_calls("kiln_prologue_compute", args) + ";\n}\n\n";
   }
 
   // The epilogue: the output expression at output position pos, given the op's result.
@@ -570,13 +576,8 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
       }
       first = false;
     }
-    s += "  kiln_v" + std::to_string(out_binding) + "[(" + index_of(sp.out, 0, "") + ") >> 2] = vec4(";
-    for (const char* c : {"x", "y", "z", "w"}) {
-      std::string a = args;
-      for (std::size_t at = a.find("{c}"); at != std::string::npos; at = a.find("{c}")) a.replace(at, 3, c);
-      s += std::string(*c == 'x' ? "" : ", ") + "kiln_epilogue_compute(" + a + ")";
-    }
-    s += ");\n}\n\n";
+    s += "  kiln_v" + std::to_string(out_binding) + "[(" + index_of(sp.out, 0, "") +
+         ") >> 2] = " + four_calls("kiln_epilogue_compute", args) + ";\n}\n\n";
   }
 
   // Op hooks.
