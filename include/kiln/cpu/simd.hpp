@@ -46,6 +46,17 @@ struct lane_traits<xsimd::batch<T, A>> {
     return xsimd::select(m, a, b);
   }
 
+  /// Whether fma below rounds once on this architecture (AVX-512, FMA3, NEON64); on SSE2
+  /// and AVX without FMA3 xsimd's fma is a multiply and an add (kiln::detail::square_error
+  /// then splits its operands instead).
+  static constexpr bool fused_fma =
+      std::is_base_of_v<xsimd::avx512f, A> || std::is_base_of_v<xsimd::fma3<xsimd::avx2>, A> ||
+      std::is_base_of_v<xsimd::fma3<xsimd::avx>, A> || std::is_base_of_v<xsimd::fma3<xsimd::sse4_2>, A>
+#if XSIMD_WITH_NEON64
+      || std::is_base_of_v<xsimd::neon64, A>
+#endif
+      ;
+
   /// a * b + c rounded once (kiln::detail::fmadd): AVX-512's own instruction, which
   /// xsimd 8 does not use (its AVX-512 fma is a multiply and an add).
   static batch fma(const batch& a, const batch& b, const batch& c) {
@@ -56,6 +67,16 @@ struct lane_traits<xsimd::batch<T, A>> {
     } else {
       return xsimd::fma(a, b, c);
     }
+  }
+
+  /// a / b within about an ulp for a finite, normal, non-zero b (kiln::detail::divide_approx):
+  /// on AVX-512 b's 14-bit reciprocal estimate, refined once by Newton's step (error
+  /// ~2^-28 before the last rounding), times a. Elsewhere no member: callers divide.
+  static batch divide_approx(const batch& a, const batch& b)
+    requires(std::is_base_of_v<xsimd::avx512f, A> && std::is_same_v<T, float>)
+  {
+    const batch r = _mm512_rcp14_ps(b);
+    return a * (r * fma(-b, r, batch(2.0f)));
   }
 
   /// x * 2^n (see kiln::detail::scale_by_pow2): AVX-512's scalef; elsewhere two exact

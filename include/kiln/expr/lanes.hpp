@@ -101,6 +101,16 @@ V scale_by_pow2(const V& x, const V& n) {
   }
 }
 
+/// a / b within about an ulp (not always rounded correctly), for a finite, normal,
+/// non-zero b: where the vector type's lane_traits has a divide_approx (AVX-512: a 14-bit
+/// reciprocal estimate and one Newton step, which keep the multiply-add units busy where
+/// a division would hold them for several cycles), that; elsewhere a / b.
+template <class V>
+V divide_approx(const V& a, const V& b) {
+  if constexpr (requires { lane_traits<V>::divide_approx(a, b); }) return lane_traits<V>::divide_approx(a, b);
+  else return a / b;
+}
+
 /// a * b + c rounded once, for scalars and batches alike. Op bodies call this rather
 /// than an unqualified fma: a library's vector fma may be a multiply and an add where the
 /// target has no instruction of its own for it (xsimd 8 on AVX-512), and then whether the
@@ -110,6 +120,25 @@ template <class V>
 V fmadd(const V& a, const V& b, const V& c) {
   if constexpr (std::is_arithmetic_v<V>) return std::fma(a, b, c);
   else return lane_traits<V>::fma(a, b, c);
+}
+
+/// c^2 - h exactly, for h = c * c rounded (|c| well inside the float range): one fused
+/// multiply-add where the lanes have one; where they do not (lane_traits' fused_fma is
+/// false: SSE2, AVX without FMA3), Veltkamp's split of c into two 12-bit halves, whose
+/// products are exact.
+template <class V>
+V square_error(const V& c, const V& h) {
+  if constexpr (std::is_arithmetic_v<V>) {
+    return fmadd(c, c, -h);
+  } else if constexpr (lane_traits<V>::fused_fma) {
+    return fmadd(c, c, -h);
+  } else {
+    using S = scalar_of_t<V>;
+    const V p = c * V(std::is_same_v<S, double> ? S(134217729.0) : S(4097.0));  // 2^(digits/2) + 1
+    const V ch = p - (p - c);
+    const V cl = c - ch;
+    return ((ch * ch - h) + V(S(2)) * ch * cl) + cl * cl;
+  }
 }
 
 /// c[0] + c[1] t + c[2] t^2 + ... by Horner's rule (one fused multiply-add a term).

@@ -37,6 +37,14 @@ inline constexpr std::array<float, 6> gelu_rq = {1.0f,             1.680903852e+
 /// |x| is clamped here: e^(-w^2/2) already rounds to 0 (kiln's exp is 0 below -103.97),
 /// and w^2 stays finite for huge or infinite x.
 inline constexpr float gelu_tail_limit = 15.0f;
+/// -log2(e) / 2: n = round(h * gelu_half_log2e) for e^(-h/2) = 2^n e^(s/2).
+inline constexpr float gelu_half_log2e = -0.721347520444481703f;
+/// e^(s/2) ~= 1 + s (g[0] + g[1] s + ... + g[4] s^4) on |s| <= ln 2 (1.5e-7 relative in
+/// float; scripts/fit_gelu.py). The argument -(h + l)/2 is never positive and never below
+/// -112.5, so the reduction needs no clamps; at -112.5, 2^n (n = -162) rounds to 0 as
+/// e^(-112.5) does.
+inline constexpr std::array<float, 5> gelu_exp = {4.999998510e-01f, 1.249978766e-01f, 2.083454467e-02f,
+                                                  2.618620638e-03f, 2.590722870e-04f};
 
 }  // namespace detail
 
@@ -46,16 +54,25 @@ struct gelu_op {
   static constexpr bool floating_only = true;
   template <class V>
   static V apply(const V& x) {
+    using detail::fmadd;
     using detail::horner;
     using std::abs;
+    using std::nearbyint;
     const V c = detail::min_keep_nan(V(detail::gelu_tail_limit), abs(x));  // NaN stays NaN
     const V h = c * c;
-    const V l = detail::fmadd(c, c, -h);  // c^2 = h + l exactly
-    V e = detail::exp_approx(V(-0.5f) * h);           // h / 2 is exact
-    e = detail::fmadd(e, V(-0.5f) * l, e);  // e^(-(h + l)/2)
-    const V r = horner(c, detail::gelu_rp) / horner(c, detail::gelu_rq);
-    // x r first: e is then normal wherever the result is (x r -> -0.4 for large |x|)
-    return select(x < V(0.0f), (x * r) * e, x * detail::fmadd(-r, e, V(1.0f)));
+    const V l = detail::square_error(c, h);  // c^2 = h + l exactly
+    // e^(-(h + l)/2) = 2^n e^(s/2): n = round(-h/2 log2 e), s = -h - 2n ln 2 - l (the
+    // first step exact: 2n ln2_hi has 18 bits and s is small), e^(s/2) one polynomial
+    const V n = nearbyint(h * V(detail::gelu_half_log2e));
+    V s = fmadd(n, V(-2.0f * detail::exp_ln2_hi), -h);
+    s = fmadd(n, V(-2.0f * detail::exp_ln2_lo), s) - l;
+    const V e = detail::scale_by_pow2(fmadd(s, horner(s, detail::gelu_exp), V(1.0f)), n);
+    const V q = detail::divide_approx(horner(c, detail::gelu_rp), horner(c, detail::gelu_rq));
+    // x q first: e is then normal wherever the result is (x q -> -0.4 for large |x|);
+    // x > 0: x - x Phi(-x), whose subtrahend is at most x / 2 (no cancellation). x is
+    // capped as c is (e = 0 there), so that +inf gives inf - 0, not inf - inf * 0
+    const V v = (detail::min_keep_nan(V(detail::gelu_tail_limit), x) * q) * e;
+    return select(x <= V(0.0f), v, x - v);  // -0 and +0 kept: v is x times a positive value
   }
   static constexpr std::string_view glsl = "kiln_gelu({0})";
   static std::vector<std::string> glsl_functions() {
