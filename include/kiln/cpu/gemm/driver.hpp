@@ -12,8 +12,8 @@
 //   packed  everything else: BLIS-style, loops nc (columns) > kc (depth) > row blocks.
 //           Per (nc, kc) block, b is packed into NR-column panels (kc x nc floats in a
 //           quarter of the L3, shared by the threads), then tasks over (row block,
-//           column range) pack MR-row panels of a (kc so that a panel of b stays in L1,
-//           a row block of a in half the L2) and run the micro-kernel, accumulating over
+//           column range) pack MR-row panels of a (kc and the row block from the L2:
+//           blocking_for() in pack.hpp) and run the micro-kernel, accumulating over
 //           kc steps in the output (a bare product) or in a buffer of row chunks x nc
 //           (at most 16 MiB) that the epilogue reads once the last kc step is done.
 // Every path hands each finished row segment to the epilogue (structural_io::store)
@@ -319,29 +319,37 @@ struct gemm {
   /// BLIS-style blocked product (see the top of this file).
   void packed(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N();
-    const cache_sizes& cs = caches();
-    const index_t kc_max = std::clamp<index_t>(index_t(cs.l1 / 2 / (NR * sizeof(float))), 64, 1024);
-    const index_t kc = ceil_div(K_, ceil_div(K_, kc_max));
-    const index_t mc_max = std::clamp<index_t>(index_t(cs.l2 / 2 / (kc * sizeof(float))) / MR * MR, MR, 1020);
+    const blocking bl = blocking_for<A>(K_, caches());
+    const index_t kc = bl.kc, mc_max = bl.mc;
     // a block of b (kc x nc) shared by all threads in a quarter of the L3
-    const index_t nc_max = std::max<index_t>(NR, index_t(cs.l3 / 4 / (kc * sizeof(float))) / NR * NR);
+    const index_t nc_max = std::max<index_t>(NR, index_t(caches().l3 / 4 / (kc * sizeof(float))) / NR * NR);
     const index_t njc = ceil_div(N_, nc_max);
     const index_t nc = round_up(ceil_div(N_, njc), NR);
     // rows go in chunks whose accumulators (chunk x nc floats) stay within 16 MiB
     const index_t chunk_max = direct ? pr.rows() : std::max<index_t>(MR * 16, (index_t(4) << 20) / nc / MR * MR);
     const index_t nchunks = ceil_div(pr.rows(), chunk_max);
+    // the accumulator rows (not the output's: its stride is the caller's) are padded by a
+    // cache line, so that the MR rows of a tile do not fall into the same L1 set when nc
+    // is a multiple of 1024 floats
+    const index_t acc_ld = nc + 16;
 
     const BT* b = op.b + pr.boff;
     const strided<BT> bm{b, op.brs, op.bcs};
+    // b's panels lie a cache line more than kc x NR floats apart, so that the group of
+    // panels pack_b_rows() writes side by side does not map to one L1 set (kc x NR floats
+    // is 64 KiB at kc = 512 on AVX-512)
+    const auto panel_stride = [](index_t kcb) { return kcb * NR + 16; };
+    const index_t bpack_size = ceil_div(nc, NR) * panel_stride(kc);
     float* bpack = reinterpret_cast<float*>(cpu_scheduler::scratch(
-        std::size_t(kc * nc + (direct ? 0 : std::min(chunk_max, pr.rows()) * nc)) * sizeof(float)));
-    float* accbuf = bpack + kc * nc;
+        std::size_t(bpack_size + (direct ? 0 : std::min(chunk_max, pr.rows()) * acc_ld)) * sizeof(float)));
+    float* accbuf = bpack + bpack_size;
     const auto packed_state = std::make_unique<std::atomic<std::uint8_t>[]>(std::size_t(ceil_div(nc, NR * 8)));
     for (index_t ch = 0; ch < nchunks; ++ch) {
       const index_t c0 = pr.r0 + ch * pr.rows() / nchunks, c1 = pr.r0 + (ch + 1) * pr.rows() / nchunks;
       const index_t rows = c1 - c0;
       // Row blocks of whole MR-row panels, as even as panels allow and a multiple of the
-      // thread count (512 rows on 2 threads: 6 blocks of 14-15 panels, 43 panels a thread).
+      // thread count (512 rows on 2 threads with AVX-512 and a 1 MiB L2: 4 blocks of 10-11
+      // panels).
       const index_t rpanels = ceil_div(rows, MR);
       index_t mblocks = ceil_div(rows, mc_max);
       if (threads > 1) mblocks = std::min(round_up(mblocks, threads), rpanels);
@@ -353,12 +361,12 @@ struct gemm {
         const index_t ncb = std::min(nc, N_ - jc);
         const index_t panels = ceil_div(ncb, NR);
         float* cbase = direct ? direct + c0 * N_ + jc : accbuf;
-        const index_t ldc = direct ? N_ : ncb;
+        const index_t ldc = direct ? N_ : acc_ld;
         index_t nsplit = 1;
         if (threads > 1 && mblocks < 2 * threads) nsplit = std::min(panels, ceil_div(2 * threads, mblocks));
         const index_t tasks = mblocks * nsplit;
         for (index_t k0 = 0; k0 < K_; k0 += kc) {
-          const index_t kcb = std::min(kc, K_ - k0);
+          const index_t kcb = std::min(kc, K_ - k0), bps = panel_stride(kcb);
           // b's block is packed on first use, in groups of panels (a row-major b is then
           // read in runs of group * NR floats per k, not NR): the first task to need a
           // group packs it while the others compute on groups already packed, so packing
@@ -376,11 +384,11 @@ struct gemm {
               const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
               const index_t full = std::min(q1, (N_ - jc) / NR);  // panels without an edge
               if (bm.cs == 1 && q0 < full) {
-                pack_b_rows<A>(part, kcb, jc + q0 * NR, full - q0, bpack + q0 * kcb * NR);
+                pack_b_rows<A>(part, kcb, jc + q0 * NR, full - q0, bpack + q0 * bps, bps);
               }
               for (index_t q = bm.cs == 1 ? std::max(q0, full) : q0; q < q1; ++q) {
                 const index_t n = jc + q * NR;
-                pack_b_panel<A>(part, kcb, n, std::min<index_t>(NR, N_ - n), bpack + q * kcb * NR);
+                pack_b_panel<A>(part, kcb, n, std::min<index_t>(NR, N_ - n), bpack + q * bps);
               }
               st.store(2, std::memory_order_release);
               return;
@@ -411,7 +419,7 @@ struct gemm {
             for (index_t i = 0; i < span; ++i) {
               const index_t p = p0 + (start + i) % span;
               ensure_packed(p / group);
-              const float* bpan = bpack + p * kcb * NR;
+              const float* bpan = bpack + p * bps;
               const int nr = int(std::min<index_t>(NR, ncb - p * NR));
               for (index_t ip = 0; ip < apanels; ++ip) {
                 const float* apan = apack + ip * MR * kcb;
@@ -426,7 +434,7 @@ struct gemm {
         if (!direct) {  // the epilogue, once per finished row segment
           cpu_loop::for_tasks(mblocks, std::min<int>(threads, int(mblocks)), [&](index_t mb) {
             const auto [b0, b1] = block_rows(mb);
-            for (index_t i = b0; i < b1; ++i) store_row(c0 + i, jc, jc + ncb, accbuf + i * ncb);
+            for (index_t i = b0; i < b1; ++i) store_row(c0 + i, jc, jc + ncb, accbuf + i * acc_ld);
           });
         }
       }
