@@ -402,16 +402,18 @@ struct gemm {
             const index_t mr_rows = b1 - b0;
             const index_t p0 = ns * panels / nsplit, p1 = (ns + 1) * panels / nsplit;
             const index_t apanels = ceil_div(mr_rows, MR);
-            float* apack = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(apanels * MR * kcb + kcb) * sizeof(float)));
-            float* tmp = apack + apanels * MR * kcb;
+            float* apack =
+                reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t((apanels + 1) * MR * kcb) * sizeof(float)));
+            float* tmp = apack + apanels * MR * kcb;  // MR rows of kcb floats (a's converted rows)
             for (index_t ip = 0; ip < apanels; ++ip) {
               float* panel = apack + ip * MR * kcb;
               const int prow = int(std::min<index_t>(MR, mr_rows - ip * MR));
               for (index_t i = (ip + 1) * MR; i < std::min<index_t>((ip + 2) * MR, mr_rows); ++i) {
                 a_prefetch(c0 + b0 + i, k0, kcb);  // the next panel's rows while this one packs
               }
-              for (int i = 0; i < prow; ++i) pack_a_row<A>(a_row(c0 + b0 + ip * MR + i, k0, kcb, tmp), i, kcb, panel);
-              pad_a_panel<A>(prow, kcb, panel);
+              const float* rp[MR];
+              for (int i = 0; i < prow; ++i) rp[i] = a_row(c0 + b0 + ip * MR + i, k0, kcb, tmp + i * kcb);
+              pack_a_rows<A>(rp, prow, kcb, panel);
             }
             // tasks start at different groups (by row block), so that at the start of a
             // step the threads pack different groups side by side
