@@ -11,11 +11,13 @@
 //           with b's few columns; a is read once and never packed.
 //   packed  everything else: BLIS-style, loops nc (columns) > kc (depth) > row blocks.
 //           Per (nc, kc) block, b is packed into NR-column panels (kc x nc floats in a
-//           quarter of the L3, shared by the threads), then tasks over (row block,
-//           column range) pack MR-row panels of a (kc and the row block from the L2:
-//           blocking_for() in pack.hpp) and run the micro-kernel, accumulating over
-//           kc steps in the output (a bare product) or in a buffer of row chunks x nc
-//           (at most 16 MiB) that the epilogue reads once the last kc step is done.
+//           quarter of the L3) and row blocks of a into MR-row panels (kc and the row
+//           block from the L2: blocking_for() in pack.hpp), and the micro-kernel runs,
+//           accumulating over kc steps in the output (a bare product) or in a buffer of
+//           row chunks x nc (at most 16 MiB) whose finished segments the epilogue reads
+//           after the last kc step. The threads split the columns, each packing the
+//           panels of b its part needs and running every step of its part without a
+//           barrier (split by rows, sharing b's panels, when there are too few panels).
 // Every path hands each finished row segment to the epilogue (structural_io::store)
 // once; the bare `y = kiln::matmul(a, b)` into a contiguous f32 tensor accumulates in y
 // itself. a's prologue is evaluated row segment by row segment as it is packed.
