@@ -1,7 +1,9 @@
 // tests/ops/linalg/matmul_isa_test.cpp — the CPU matmul built for each instruction set
 // this machine runs (SSE2: a 6 x 8 tile; AVX2 without and with FMA: 6 x 16; AVX-512 when
 // the CPU has it: 12 x 32), every path (dot, stream, rows_dot, packed with edge tiles)
-// against the float64 reference, as the exp test does for its lanes.
+// against the float64 reference, as the exp test does for its lanes. K = 1300 takes
+// several depth steps (kc) on every instruction set; N = 300 splits the packed product's
+// columns between the threads; `* 2` takes the path with an epilogue.
 #include <gtest/gtest.h>
 
 #include <kiln/kiln.hpp>
@@ -22,7 +24,7 @@ template <class Arch>
 void check_arch(const char* name) {
   kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
   auto g = kiln_test::rng();
-  const index_t shapes[][3] = {{1, 37, 70}, {3, 40, 33}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {130, 129, 257}};
+  const index_t shapes[][3] = {{1, 37, 70}, {3, 40, 33}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {130, 129, 257}, {40, 70, 1300}, {100, 300, 1300}};
   for (const auto& s : shapes) {
     const index_t M = s[0], N = s[1], K = s[2];
     const auto ha = kiln_test::uniform(g, std::size_t(M * K), -1.0f, 1.0f);
@@ -52,6 +54,11 @@ void check_arch(const char* name) {
     yt = kiln::matmul(a, kiln::transpose(bt));
     EXPECT_TRUE(kiln_test::close(yt.to_host(), r, what + ", transpose(w) (" +
                                                       kiln::kernel_variant(kiln::matmul(a, kiln::transpose(bt))) + ")"));
+    // with an epilogue: accumulated in a buffer, handed to it segment by segment
+    kiln_test::reference r2 = r;
+    for (std::size_t i = 0; i < r2.value.size(); ++i) r2.value[i] *= 2, r2.tol[i] *= 2;
+    y = kiln::matmul(a, b) * 2.0f;
+    EXPECT_TRUE(kiln_test::close(y.to_host(), r2, what + " * 2"));
   }
 }
 

@@ -11,11 +11,13 @@
 //           with b's few columns; a is read once and never packed.
 //   packed  everything else: BLIS-style, loops nc (columns) > kc (depth) > row blocks.
 //           Per (nc, kc) block, b is packed into NR-column panels (kc x nc floats in a
-//           quarter of the L3, shared by the threads), then tasks over (row block,
-//           column range) pack MR-row panels of a (kc so that a panel of b stays in L1,
-//           a row block of a in half the L2) and run the micro-kernel, accumulating over
-//           kc steps in the output (a bare product) or in a buffer of row chunks x nc
-//           (at most 16 MiB) that the epilogue reads once the last kc step is done.
+//           quarter of the L3) and row blocks of a into MR-row panels (kc and the row
+//           block from the L2: blocking_for() in pack.hpp), and the micro-kernel runs,
+//           accumulating over kc steps in the output (a bare product) or in a buffer of
+//           row chunks x nc (at most 16 MiB) whose finished segments the epilogue reads
+//           after the last kc step. The threads split the columns, each packing the
+//           panels of b its part needs and running every step of its part without a
+//           barrier (split by rows, sharing b's panels, when there are too few panels).
 // Every path hands each finished row segment to the epilogue (structural_io::store)
 // once; the bare `y = kiln::matmul(a, b)` into a contiguous f32 tensor accumulates in y
 // itself. a's prologue is evaluated row segment by row segment as it is packed.
@@ -153,6 +155,9 @@ struct problem {
   index_t boff = 0;
   index_t rows() const noexcept { return r1 - r0; }
 };
+
+/// The most parts the packed product's columns are split into (one per thread).
+inline constexpr int max_gemm_parts = 64;
 
 inline index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
 inline index_t round_up(index_t a, index_t b) { return ceil_div(a, b) * b; }
@@ -319,115 +324,176 @@ struct gemm {
   /// BLIS-style blocked product (see the top of this file).
   void packed(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N();
-    const cache_sizes& cs = caches();
-    const index_t kc_max = std::clamp<index_t>(index_t(cs.l1 / 2 / (NR * sizeof(float))), 64, 1024);
-    const index_t kc = ceil_div(K_, ceil_div(K_, kc_max));
-    const index_t mc_max = std::clamp<index_t>(index_t(cs.l2 / 2 / (kc * sizeof(float))) / MR * MR, MR, 1020);
-    // a block of b (kc x nc) shared by all threads in a quarter of the L3
-    const index_t nc_max = std::max<index_t>(NR, index_t(cs.l3 / 4 / (kc * sizeof(float))) / NR * NR);
+    const blocking bl = blocking_for<A>(K_, caches());
+    const index_t kc = bl.kc, mc_max = bl.mc;
+    // a block of b (kc x nc) in a quarter of the L3
+    const index_t nc_max = std::max<index_t>(NR, index_t(caches().l3 / 4 / (kc * sizeof(float))) / NR * NR);
     const index_t njc = ceil_div(N_, nc_max);
     const index_t nc = round_up(ceil_div(N_, njc), NR);
     // rows go in chunks whose accumulators (chunk x nc floats) stay within 16 MiB
     const index_t chunk_max = direct ? pr.rows() : std::max<index_t>(MR * 16, (index_t(4) << 20) / nc / MR * MR);
     const index_t nchunks = ceil_div(pr.rows(), chunk_max);
+    // the accumulator rows (not the output's: its stride is the caller's) are padded by a
+    // cache line, so that the MR rows of a tile do not fall into the same L1 set when nc
+    // is a multiple of 1024 floats
+    const index_t acc_ld = nc + 16;
 
     const BT* b = op.b + pr.boff;
     const strided<BT> bm{b, op.brs, op.bcs};
+    // b's panels lie a cache line more than kc x NR floats apart, so that the group of
+    // panels pack_b_rows() writes side by side does not map to one L1 set (kc x NR floats
+    // is 64 KiB at kc = 512 on AVX-512)
+    const auto panel_stride = [](index_t kcb) { return kcb * NR + 16; };
+    const index_t bpack_size = ceil_div(nc, NR) * panel_stride(kc);
     float* bpack = reinterpret_cast<float*>(cpu_scheduler::scratch(
-        std::size_t(kc * nc + (direct ? 0 : std::min(chunk_max, pr.rows()) * nc)) * sizeof(float)));
-    float* accbuf = bpack + kc * nc;
-    const auto packed_state = std::make_unique<std::atomic<std::uint8_t>[]>(std::size_t(ceil_div(nc, NR * 8)));
+        std::size_t(bpack_size + (direct ? 0 : std::min(chunk_max, pr.rows()) * acc_ld)) * sizeof(float)));
+    float* accbuf = bpack + bpack_size;
+    const auto packed_state = std::make_unique<std::atomic<std::uint8_t>[]>(std::size_t(ceil_div(nc, NR)));
     for (index_t ch = 0; ch < nchunks; ++ch) {
       const index_t c0 = pr.r0 + ch * pr.rows() / nchunks, c1 = pr.r0 + (ch + 1) * pr.rows() / nchunks;
       const index_t rows = c1 - c0;
-      // Row blocks of whole MR-row panels, as even as panels allow and a multiple of the
-      // thread count (512 rows on 2 threads: 6 blocks of 14-15 panels, 43 panels a thread).
       const index_t rpanels = ceil_div(rows, MR);
-      index_t mblocks = ceil_div(rows, mc_max);
-      if (threads > 1) mblocks = std::min(round_up(mblocks, threads), rpanels);
-      const auto block_rows = [&](index_t mb) {  // [first, last) row of block mb, from c0
-        return std::pair<index_t, index_t>{std::min(rows, mb * rpanels / mblocks * MR),
-                                           std::min(rows, (mb + 1) * rpanels / mblocks * MR)};
-      };
       for (index_t jc = 0; jc < N_; jc += nc) {
         const index_t ncb = std::min(nc, N_ - jc);
         const index_t panels = ceil_div(ncb, NR);
         float* cbase = direct ? direct + c0 * N_ + jc : accbuf;
-        const index_t ldc = direct ? N_ : ncb;
-        index_t nsplit = 1;
-        if (threads > 1 && mblocks < 2 * threads) nsplit = std::min(panels, ceil_div(2 * threads, mblocks));
-        const index_t tasks = mblocks * nsplit;
-        for (index_t k0 = 0; k0 < K_; k0 += kc) {
-          const index_t kcb = std::min(kc, K_ - k0);
-          // b's block is packed on first use, in groups of panels (a row-major b is then
-          // read in runs of group * NR floats per k, not NR): the first task to need a
-          // group packs it while the others compute on groups already packed, so packing
-          // needs no phase of its own (nor a barrier after it). A task needing a group
-          // another is packing waits for it; one nobody has claimed, it packs itself.
-          constexpr index_t group = 8;
-          const index_t groups = ceil_div(panels, group);
-          for (index_t gi = 0; gi < groups; ++gi) packed_state[gi].store(0, std::memory_order_relaxed);
-          const auto ensure_packed = [&](index_t gi) {
-            std::atomic<std::uint8_t>& st = packed_state[gi];
-            if (st.load(std::memory_order_acquire) == 2) return;
-            std::uint8_t expect = 0;
-            if (st.compare_exchange_strong(expect, 1, std::memory_order_acq_rel)) {
-              const index_t q0 = gi * group, q1 = std::min(panels, q0 + group);
-              const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
-              const index_t full = std::min(q1, (N_ - jc) / NR);  // panels without an edge
-              if (bm.cs == 1 && q0 < full) {
-                pack_b_rows<A>(part, kcb, jc + q0 * NR, full - q0, bpack + q0 * kcb * NR);
-              }
-              for (index_t q = bm.cs == 1 ? std::max(q0, full) : q0; q < q1; ++q) {
-                const index_t n = jc + q * NR;
-                pack_b_panel<A>(part, kcb, n, std::min<index_t>(NR, N_ - n), bpack + q * kcb * NR);
-              }
-              st.store(2, std::memory_order_release);
-              return;
+        const index_t ldc = direct ? N_ : acc_ld;
+        // The threads split the columns: thread w packs the panels of b in its own part
+        // and computes (and, at the last step, hands to the epilogue) every row block of
+        // that part, so that what one thread writes (packed b, the output or accumulators)
+        // is seldom read or written by another. Two cores need not share a cache (the
+        // 2-core Zen 4 machine: one-way core-to-core latency 160-170 ns, another CCD):
+        // with packed b shared, packing took 15% of the product's time at n = 512 on two
+        // threads against 2.4% on one. Each thread packs a's row blocks itself (a's
+        // packing is done once per thread). A thread done with its own part takes row
+        // blocks from another part still running. With too few panels for that, the
+        // threads split the rows instead and share b's packed panels.
+        const index_t nsplit = threads > 1 && panels >= 2 * threads ? std::min(threads, max_gemm_parts) : 1;
+        // row blocks of whole MR-row panels, as even as panels allow (split by rows: at
+        // least one a thread)
+        index_t mblocks = std::min(ceil_div(rows, mc_max), rpanels);
+        if (nsplit == 1 && threads > 1) mblocks = std::min(round_up(mblocks, threads), rpanels);
+        const auto block_rows = [&](index_t mb) {  // [first, last) row of block mb, from c0
+          return std::pair<index_t, index_t>{std::min(rows, mb * rpanels / mblocks * MR),
+                                             std::min(rows, (mb + 1) * rpanels / mblocks * MR)};
+        };
+        // b's block is packed on first use, in groups of panels (a row-major b is then
+        // read in runs of group * NR floats per k, not NR): the first task to need a group
+        // packs it; a task needing a group another is packing waits for it. Parts are
+        // whole groups (groups small enough to split the panels evenly).
+        const index_t group = nsplit > 1 ? std::clamp<index_t>(panels / (2 * nsplit), 1, 8) : 8;
+        const index_t groups = ceil_div(panels, group);
+        const auto part_panels = [&](index_t ns) {  // [first, last) panel of part ns
+          return std::pair<index_t, index_t>{std::min(panels, ns * groups / nsplit * group),
+                                             std::min(panels, (ns + 1) * groups / nsplit * group)};
+        };
+        const index_t steps = ceil_div(K_, kc);
+        const index_t bps = panel_stride(kc);  // the same for every step (parts may be at different steps)
+        std::atomic<index_t> next_block[max_gemm_parts];  // per part: the next row block to claim
+        std::atomic<index_t> part_step[max_gemm_parts];   // per part: the step its blocks are claimed for
+        for (index_t ns = 0; ns < nsplit; ++ns) part_step[ns].store(-1, std::memory_order_relaxed);
+        const auto ensure_packed = [&](index_t gi, index_t k0) {
+          std::atomic<std::uint8_t>& st = packed_state[gi];
+          if (st.load(std::memory_order_acquire) == 2) return;
+          std::uint8_t expect = 0;
+          if (st.compare_exchange_strong(expect, 1, std::memory_order_acq_rel)) {
+            const index_t kcb = std::min(kc, K_ - k0);
+            const index_t q0 = gi * group, q1 = std::min(panels, q0 + group);
+            const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
+            const index_t full = std::min(q1, (N_ - jc) / NR);  // panels without an edge
+            if (bm.cs == 1 && q0 < full) pack_b_rows<A>(part, kcb, jc + q0 * NR, full - q0, bpack + q0 * bps, bps);
+            for (index_t q = bm.cs == 1 ? std::max(q0, full) : q0; q < q1; ++q) {
+              const index_t n = jc + q * NR;
+              pack_b_panel<A>(part, kcb, n, std::min<index_t>(NR, N_ - n), bpack + q * bps);
             }
-            while (st.load(std::memory_order_acquire) != 2) cpu_relax();
-          };
-          const bool add = k0 > 0;
-          cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
-            const index_t mb = t / nsplit, ns = t % nsplit;
-            const auto [b0, b1] = block_rows(mb);
-            const index_t mr_rows = b1 - b0;
-            const index_t p0 = ns * panels / nsplit, p1 = (ns + 1) * panels / nsplit;
-            const index_t apanels = ceil_div(mr_rows, MR);
-            float* apack = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(apanels * MR * kcb + kcb) * sizeof(float)));
-            float* tmp = apack + apanels * MR * kcb;
+            st.store(2, std::memory_order_release);
+            return;
+          }
+          while (st.load(std::memory_order_acquire) != 2) cpu_relax();
+        };
+        // row block mb of part ns at step s: pack a's block, run the micro-kernel over
+        // the part's panels, and at the last step hand the finished segments to the
+        // epilogue. start: the panel (from the part's first) to begin with.
+        const auto block = [&](index_t mb, index_t ns, index_t s, index_t start) {
+          const index_t k0 = s * kc, kcb = std::min(kc, K_ - k0);
+          const bool add = s > 0, last = s + 1 == steps;
+          const auto [b0, b1] = block_rows(mb);
+          const auto [p0, p1] = part_panels(ns);
+          const index_t mr_rows = b1 - b0;
+          const index_t apanels = ceil_div(mr_rows, MR);
+          float* apack =
+              reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t((apanels + 1) * MR * kcb) * sizeof(float)));
+          float* tmp = apack + apanels * MR * kcb;  // MR rows of kcb floats (a's converted rows)
+          for (index_t ip = 0; ip < apanels; ++ip) {
+            float* panel = apack + ip * MR * kcb;
+            const int prow = int(std::min<index_t>(MR, mr_rows - ip * MR));
+            for (index_t i = (ip + 1) * MR; i < std::min<index_t>((ip + 2) * MR, mr_rows); ++i) {
+              a_prefetch(c0 + b0 + i, k0, kcb);  // the next panel's rows while this one packs
+            }
+            const float* rp[MR];
+            for (int i = 0; i < prow; ++i) rp[i] = a_row(c0 + b0 + ip * MR + i, k0, kcb, tmp + i * kcb);
+            pack_a_rows<A>(rp, prow, kcb, panel);
+          }
+          const index_t span = p1 - p0;
+          for (index_t i = 0; i < span; ++i) {
+            const index_t p = p0 + (start + i) % span;
+            ensure_packed(p / group, k0);
+            const float* bpan = bpack + p * bps;
+            const int nr = int(std::min<index_t>(NR, ncb - p * NR));
             for (index_t ip = 0; ip < apanels; ++ip) {
-              float* panel = apack + ip * MR * kcb;
-              const int prow = int(std::min<index_t>(MR, mr_rows - ip * MR));
-              for (index_t i = (ip + 1) * MR; i < std::min<index_t>((ip + 2) * MR, mr_rows); ++i) {
-                a_prefetch(c0 + b0 + i, k0, kcb);  // the next panel's rows while this one packs
-              }
-              for (int i = 0; i < prow; ++i) pack_a_row<A>(a_row(c0 + b0 + ip * MR + i, k0, kcb, tmp), i, kcb, panel);
-              pad_a_panel<A>(prow, kcb, panel);
+              const float* apan = apack + ip * MR * kcb;
+              const int mr = int(std::min<index_t>(MR, mr_rows - ip * MR));
+              float* c = cbase + (b0 + ip * MR) * ldc + p * NR;
+              if (mr == MR && nr == NR) micro<A, true>(kcb, apan, bpan, NR, c, ldc, add);
+              else micro_edge<A, true>(kcb, apan, bpan, NR, c, ldc, add, mr, nr);
             }
-            // tasks start at different groups (by row block), so that at the start of a
-            // step the threads pack different groups side by side
-            const index_t span = p1 - p0, start = threads > 1 ? (mb % threads) * span / threads : 0;
-            for (index_t i = 0; i < span; ++i) {
-              const index_t p = p0 + (start + i) % span;
-              ensure_packed(p / group);
-              const float* bpan = bpack + p * kcb * NR;
-              const int nr = int(std::min<index_t>(NR, ncb - p * NR));
-              for (index_t ip = 0; ip < apanels; ++ip) {
-                const float* apan = apack + ip * MR * kcb;
-                const int mr = int(std::min<index_t>(MR, mr_rows - ip * MR));
-                float* c = cbase + (b0 + ip * MR) * ldc + p * NR;
-                if (mr == MR && nr == NR) micro<A, true>(kcb, apan, bpan, NR, c, ldc, add);
-                else micro_edge<A, true>(kcb, apan, bpan, NR, c, ldc, add, mr, nr);
+          }
+          if (!direct && last) {  // the epilogue, once per finished row segment
+            const index_t n0 = p0 * NR, n1 = std::min(ncb, p1 * NR);
+            for (index_t i = b0; i < b1; ++i) store_row(c0 + i, jc + n0, jc + n1, accbuf + i * acc_ld + n0);
+          }
+        };
+        if (nsplit > 1) {
+          // Split by columns: no barrier between steps. The thread of part ns runs every
+          // step of it; a part's packed panels and blocks are only its own until its last
+          // step, when a thread done with its own part takes row blocks of it too (their
+          // earlier steps are done by then: a part runs its steps in order). Measured at
+          // 512 x 4096 x 4096 on two threads, a barrier per step left the threads idle
+          // ~6% of the time.
+          cpu_loop::for_tasks(nsplit, int(nsplit), [&](index_t home) {
+            const auto [p0, p1] = part_panels(home);
+            for (index_t s = 0; s < steps; ++s) {
+              for (index_t gi = p0 / group; gi < ceil_div(p1, group); ++gi) packed_state[gi].store(0, std::memory_order_relaxed);
+              next_block[home].store(0, std::memory_order_relaxed);
+              part_step[home].store(s, std::memory_order_release);
+              for (index_t mb; (mb = next_block[home].fetch_add(1, std::memory_order_acq_rel)) < mblocks;) block(mb, home, s, 0);
+            }
+            for (index_t d = 1; d < nsplit; ++d) {
+              // a part no thread has started is left to the thread that will (with fewer
+              // threads than parts, or run inline, parts run one after another)
+              const index_t ns = (home + d) % nsplit;
+              index_t at;
+              while ((at = part_step[ns].load(std::memory_order_acquire)) >= 0 && at != steps - 1) cpu_relax();
+              if (at < 0) continue;
+              for (index_t mb; (mb = next_block[ns].fetch_add(1, std::memory_order_acq_rel)) < mblocks;) {
+                block(mb, ns, steps - 1, 0);
               }
             }
           });
-        }
-        if (!direct) {  // the epilogue, once per finished row segment
-          cpu_loop::for_tasks(mblocks, std::min<int>(threads, int(mblocks)), [&](index_t mb) {
-            const auto [b0, b1] = block_rows(mb);
-            for (index_t i = b0; i < b1; ++i) store_row(c0 + i, jc, jc + ncb, accbuf + i * ncb);
-          });
+        } else {
+          // Split by rows: b's panels are shared, so the steps are taken together. The
+          // threads start at different panels, so that at the start of a step they pack
+          // different groups side by side.
+          const index_t workers = std::min<index_t>(threads, mblocks);
+          for (index_t s = 0; s < steps; ++s) {
+            for (index_t gi = 0; gi < groups; ++gi) packed_state[gi].store(0, std::memory_order_relaxed);
+            next_block[0].store(0, std::memory_order_relaxed);
+            cpu_loop::for_tasks(workers, int(workers), [&](index_t w) {
+              for (index_t mb; (mb = next_block[0].fetch_add(1, std::memory_order_relaxed)) < mblocks;) {
+                block(mb, 0, s, w * panels / workers);
+              }
+            });
+          }
         }
       }
     }

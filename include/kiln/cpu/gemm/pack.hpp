@@ -47,6 +47,33 @@ inline const cache_sizes& caches() {
   return c;
 }
 
+/// The blocking of the packed product: kc, the depth of one step (the k range packed at
+/// a time), and mc, the most rows of A in one row block (packed for a step at a time).
+struct blocking {
+  index_t kc = 0, mc = 0;
+};
+
+/// Blocking for a product of depth K on arch A with caches cs.
+/// kc: each micro-kernel call reads and writes its MR x NR tile of C once per step, a cost
+/// that only a deep step amortises (at kc = 128 the tile updates took 12% of the kernel's
+/// time at n = 2048 on a Zen 4: the tile's rows, a power of two apart, miss in L1). The
+/// bound is the L2: a block of A must keep at least 8 micro-panels (8 MR rows, kc deep)
+/// in half of it beside the kc x NR micro-panel of B the kernel re-reads for each of them
+/// (on AVX-512 with a 1 MiB L2: kc = 1024, 3-5% faster than 512 at n = 1024 and 2048 on
+/// two threads; 16 micro-panels gave 576). K is cut into equal steps no deeper than that.
+/// mc: as many rows as then fill that half of the L2.
+template <class A>
+blocking blocking_for(index_t K, const cache_sizes& cs) {
+  constexpr index_t MR = tile<A>::MR, NR = tile<A>::NR;
+  const index_t half_l2 = index_t(cs.l2 / 2 / sizeof(float));  // in floats
+  const index_t kc_max = std::clamp<index_t>(half_l2 / (8 * MR + NR) / 64 * 64, 64, 1024);
+  const index_t steps = std::max<index_t>(1, (K + kc_max - 1) / kc_max);
+  blocking b;
+  b.kc = (K + steps - 1) / steps;
+  b.mc = std::clamp<index_t>((half_l2 - b.kc * NR) / std::max<index_t>(b.kc, 1) / MR * MR, MR, 1020);
+  return b;
+}
+
 /// A strided matrix of dtype U: element (r, c) at p[r * rs + c * cs].
 template <class U>
 struct strided {
@@ -87,6 +114,85 @@ void pack_a_row(const float* row, int i, index_t kc, float* panel) noexcept {
   for (index_t k = 0; k < kc; ++k) panel[k * MR + i] = row[k];
 }
 
+/// Packs `rows` rows (rows <= MR; row i's floats k < kc at r[i]) into the MR-row panel at
+/// panel, rows past them zero. With vectors, a square of L rows x L steps at a time is
+/// loaded row-wise and transposed in registers (AVX-512: 16 x 16, rows 12-15 zero; AVX2:
+/// 8 x 8, rows 6-7 zero), each step's MR floats stored at once: a scalar store per
+/// element took a sixth of the packed product's time at n = 512 on two threads.
+template <class A>
+void pack_a_rows(const float* const* r, int rows, index_t kc, float* panel) noexcept {
+  constexpr int MR = tile<A>::MR;
+  index_t k0 = 0;
+  if constexpr (simd::is_avx512<A> && MR <= 16) {
+    const __mmask16 keep = __mmask16((1u << MR) - 1);
+    for (; k0 + 16 <= kc; k0 += 16) {
+      __m512 v[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) v[i] = i < rows ? _mm512_loadu_ps(r[i] + k0) : _mm512_setzero_ps();
+      // pairs of rows interleaved, then quadruples: u[4q + j] holds, in 128-bit lane l,
+      // element 4l + j of rows 4q .. 4q + 3
+      __m512 u[16];
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        const __m512 lo0 = _mm512_unpacklo_ps(v[4 * q], v[4 * q + 1]), hi0 = _mm512_unpackhi_ps(v[4 * q], v[4 * q + 1]);
+        const __m512 lo1 = _mm512_unpacklo_ps(v[4 * q + 2], v[4 * q + 3]), hi1 = _mm512_unpackhi_ps(v[4 * q + 2], v[4 * q + 3]);
+        u[4 * q + 0] = _mm512_shuffle_ps(lo0, lo1, 0x44);
+        u[4 * q + 1] = _mm512_shuffle_ps(lo0, lo1, 0xEE);
+        u[4 * q + 2] = _mm512_shuffle_ps(hi0, hi1, 0x44);
+        u[4 * q + 3] = _mm512_shuffle_ps(hi0, hi1, 0xEE);
+      }
+      // lanes gathered across the quadruples: step 4l + j is lane l of u[j], u[4 + j], ...
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512 p0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), p1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+        const __m512 p2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), p3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+        _mm512_mask_storeu_ps(panel + (k0 + j) * MR, keep, _mm512_shuffle_f32x4(p0, p2, 0x88));
+        _mm512_mask_storeu_ps(panel + (k0 + 4 + j) * MR, keep, _mm512_shuffle_f32x4(p1, p3, 0x88));
+        _mm512_mask_storeu_ps(panel + (k0 + 8 + j) * MR, keep, _mm512_shuffle_f32x4(p0, p2, 0xDD));
+        _mm512_mask_storeu_ps(panel + (k0 + 12 + j) * MR, keep, _mm512_shuffle_f32x4(p1, p3, 0xDD));
+      }
+    }
+  } else if constexpr (simd::is_avx2<A> && MR <= 8) {
+    const __m256i keep = _mm256_setr_epi32(0 < MR ? -1 : 0, 1 < MR ? -1 : 0, 2 < MR ? -1 : 0, 3 < MR ? -1 : 0,
+                                           4 < MR ? -1 : 0, 5 < MR ? -1 : 0, 6 < MR ? -1 : 0, 7 < MR ? -1 : 0);
+    for (; k0 + 8 <= kc; k0 += 8) {
+      __m256 v[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) v[i] = i < rows ? _mm256_loadu_ps(r[i] + k0) : _mm256_setzero_ps();
+      __m256 u[8];
+#pragma GCC unroll 2
+      for (int q = 0; q < 2; ++q) {
+        const __m256 lo0 = _mm256_unpacklo_ps(v[4 * q], v[4 * q + 1]), hi0 = _mm256_unpackhi_ps(v[4 * q], v[4 * q + 1]);
+        const __m256 lo1 = _mm256_unpacklo_ps(v[4 * q + 2], v[4 * q + 3]), hi1 = _mm256_unpackhi_ps(v[4 * q + 2], v[4 * q + 3]);
+        u[4 * q + 0] = _mm256_shuffle_ps(lo0, lo1, 0x44);
+        u[4 * q + 1] = _mm256_shuffle_ps(lo0, lo1, 0xEE);
+        u[4 * q + 2] = _mm256_shuffle_ps(hi0, hi1, 0x44);
+        u[4 * q + 3] = _mm256_shuffle_ps(hi0, hi1, 0xEE);
+      }
+      const auto put = [&](float* p, __m256 x) {
+        if constexpr (MR == 6) {  // 4 + 2 floats (a masked store is slow on AMD)
+          _mm_storeu_ps(p, _mm256_castps256_ps128(x));
+          _mm_storel_pi(reinterpret_cast<__m64*>(p + 4), _mm256_extractf128_ps(x, 1));
+        } else {
+          _mm256_maskstore_ps(p, keep, x);
+        }
+      };
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        put(panel + (k0 + j) * MR, _mm256_permute2f128_ps(u[j], u[4 + j], 0x20));
+        put(panel + (k0 + 4 + j) * MR, _mm256_permute2f128_ps(u[j], u[4 + j], 0x31));
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    if (i < rows) {
+      for (index_t k = k0; k < kc; ++k) panel[k * MR + i] = r[i][k];
+    } else {
+      for (index_t k = k0; k < kc; ++k) panel[k * MR + i] = 0.0f;
+    }
+  }
+}
+
 /// Zeros rows [rows, MR) of an MR-row panel.
 template <class A>
 void pad_a_panel(int rows, index_t kc, float* panel) noexcept {
@@ -124,16 +230,25 @@ void pack_b_panel(const strided<U>& b, index_t K, index_t n0, index_t nr, float*
 }
 
 /// Packs `panels` whole NR-column panels of a row-major b (cs == 1) from column n0, K
-/// rows, into consecutive panels at dst: row by row, so that each row is read in one
+/// rows, into panels ps floats apart at dst: row by row, so that each row is read in one
 /// run of panels * NR elements (a panel at a time would touch every row's page per panel).
+/// The rows a few ahead are requested meanwhile: a row is too short a run for the hardware
+/// prefetcher, and the rows lie pages apart.
 template <class A, class U>
-void pack_b_rows(const strided<U>& b, index_t K, index_t n0, index_t panels, float* dst) noexcept {
+void pack_b_rows(const strided<U>& b, index_t K, index_t n0, index_t panels, float* dst, index_t ps) noexcept {
   constexpr int NR = tile<A>::NR;
+  constexpr index_t ahead = 4;
+  constexpr index_t line = 64 / index_t(sizeof(U));
+  const index_t run = panels * NR;
   for (index_t k = 0; k < K; ++k) {
     const U* src = b.at(k, n0);
+    if (k + ahead < K) {
+      const U* next = b.at(k + ahead, n0);
+      for (index_t j = 0; j < run; j += line) __builtin_prefetch(next + j, 0, 3);
+    }
     for (index_t q = 0; q < panels; ++q) {
 #pragma GCC unroll 4
-      for (int j = 0; j < NR; j += tile<A>::L) vstore<A>(dst + (q * K + k) * NR + j, vload<A>(src + q * NR + j));
+      for (int j = 0; j < NR; j += tile<A>::L) vstore<A>(dst + q * ps + k * NR + j, vload<A>(src + q * NR + j));
     }
   }
 }
