@@ -1,7 +1,8 @@
 // tests/ops/linalg/matmul_isa_test.cpp — the CPU matmul built for each instruction set
 // this machine runs (SSE2: a 6 x 8 tile; AVX2 without and with FMA: 6 x 16; AVX-512 when
 // the CPU has it: 12 x 32), every path (dot, stream, rows_dot, packed with edge tiles)
-// against the float64 reference, as the exp test does for its lanes.
+// against the float64 reference, as the exp test does for its lanes (one row: a short K,
+// its weight rows one after the other, and a long K, side by side).
 #include <gtest/gtest.h>
 
 #include <kiln/kiln.hpp>
@@ -22,7 +23,7 @@ template <class Arch>
 void check_arch(const char* name) {
   kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
   auto g = kiln_test::rng();
-  const index_t shapes[][3] = {{1, 37, 70}, {3, 40, 33}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {130, 129, 257}};
+  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {3, 40, 33}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {130, 129, 257}};
   for (const auto& s : shapes) {
     const index_t M = s[0], N = s[1], K = s[2];
     const auto ha = kiln_test::uniform(g, std::size_t(M * K), -1.0f, 1.0f);
