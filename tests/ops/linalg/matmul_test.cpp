@@ -178,6 +178,32 @@ TYPED_TEST(matmul_test, half_and_bfloat16) {
   }
 }
 
+// The matrix-vector product against an nn.Linear weight (the decode step): on the CPU a
+// short row of a (up to a quarter of the L1) takes b's rows one after the other, a longer
+// one takes 8 (f32) or 12 (16-bit, AVX-512) side by side with a tail; both sides of that
+// line for every weight dtype, row counts around the group sizes and a weight view with
+// a row stride longer than K. Large enough that the CPU splits them over its threads.
+TYPED_TEST(matmul_test, matrix_vector_on_both_row_layouts) {
+  auto g = rng();
+  for (index_t k : {64, 1000, 2048, 2100, 4099}) {
+    for (index_t n : {1, 11, 12, 13, 25, 301}) {
+      const std::string what = "[1, " + std::to_string(k) + "] @ transpose([" + std::to_string(n) + ", " + std::to_string(k) + "])";
+      auto x = rand_tensor<TypeParam>(g, {1, k});
+      check_product(x, kiln::transpose(rand_tensor<TypeParam>(g, {n, k})), what + " f32");
+      check_product(x, kiln::transpose(rand_tensor_of<kiln::half, TypeParam>(g, {n, k})), what + " f16");
+      check_product(x, kiln::transpose(rand_tensor_of<kiln::bfloat16, TypeParam>(g, {n, k})), what + " bf16");
+    }
+  }
+  for (index_t k : {1000, 4099}) {
+    auto x = rand_tensor<TypeParam>(g, {1, k});
+    auto wide = rand_tensor_of<kiln::half, TypeParam>(g, {777, k + 5});
+    check_product(x, kiln::transpose(kiln::slice(wide, 1, 3, k + 3)), "f32 @ transpose(f16 w view), K = " + std::to_string(k));
+    auto w = rand_tensor<TypeParam>(g, {3001, k});
+    check_product(x, kiln::transpose(w), "[1, K] @ transpose([3001, K]), K = " + std::to_string(k));
+    check_product(rand_tensor<TypeParam>(g, {3, k}), kiln::transpose(w), "[3, K] @ transpose([3001, K]), K = " + std::to_string(k));
+  }
+}
+
 TYPED_TEST(matmul_test, fused_epilogues_and_prologues_are_one_kernel) {
   auto g = rng();
   const index_t M = 37, K = 70, N = 45;

@@ -99,11 +99,16 @@ struct plan {
   index_t blocks() const noexcept { return hblocks * qblocks; }
 };
 
-/// Threads for the work (the GEMM's rule: at least 2^18 multiply-adds each).
+/// Threads for the work (the GEMM's rule: at least 2^18 multiply-adds each). Causal:
+/// query i of Sq sees min(Skv, Skv - Sq + i + 1) keys (the queries are the last Sq
+/// positions), about half of them when Sq = Skv and all of them for one query (decoding).
 template <class S>
 int attention_threads(const operands<S>& op, int num_threads) {
   double work = op.d.macs();
-  if (op.causal) work *= 0.5;
+  if (op.causal && op.d.Skv > 0 && op.d.Sq > 0) {
+    const double sq = double(std::min(op.d.Sq, op.d.Skv)), skv = double(op.d.Skv);
+    work *= (sq * (skv - sq) + sq * (sq + 1) / 2) / (sq * skv);
+  }
   return static_cast<int>(std::clamp(work / double(1 << 18), 1.0, double(std::max(1, num_threads))));
 }
 

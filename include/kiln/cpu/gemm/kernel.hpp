@@ -9,7 +9,8 @@
 // converted in registers: the small-M path streams it unpacked).
 // dot(): R rows of A times NB columns of a k-contiguous B (an nn.Linear weight read as
 // its transpose), vector lanes along k, summed across lanes at the end: the
-// matrix-vector path, which streams B once at memory speed.
+// matrix-vector path, which streams B once at memory speed. dot_one(): one row against
+// one column, for the matrix-vector product whose vector fits in a corner of the L1.
 #pragma once
 
 #include <cstddef>
@@ -136,14 +137,10 @@ inline void micro_edge(index_t kc, const float* a, const U* b, index_t bks, floa
 }
 
 /// out[r * ldo + j] = sum_k a[r * K + k] * b[j * bcs + k] for r < R, j < NB: R rows of
-/// A (contiguous floats, K long) against NB k-contiguous columns of B. With prefetch_next,
-/// the NB columns after these (b + NB * bcs ...) are requested from memory alongside, one
-/// cache line per line read here: a weight row is only a page or two long (2048 f16 = 4
-/// KiB), too short for the hardware prefetcher, which starts over on every page, to
-/// reach full speed on its own.
+/// A (contiguous floats, K long) against NB k-contiguous columns of B.
 template <class A, int R, int NB, class U>
-inline void dot(index_t K, const float* __restrict a, const U* __restrict b, index_t bcs, float* out, index_t ldo,
-                bool prefetch_next = false) noexcept {
+inline void dot(index_t K, const float* __restrict a, const U* __restrict b, index_t bcs, float* out,
+                index_t ldo) noexcept {
   using V = fvec<A>;
   constexpr int L = tile<A>::L;
   V acc[R][NB];
@@ -152,13 +149,8 @@ inline void dot(index_t K, const float* __restrict a, const U* __restrict b, ind
 #pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) acc[r][j] = vzero<A>();
   }
-  constexpr index_t line = 64 / index_t(sizeof(U));  // elements per cache line
   index_t k = 0;
   for (; k + L <= K; k += L) {
-    if (prefetch_next && k % line == 0) {
-#pragma GCC unroll 8
-      for (int j = 0; j < NB; ++j) __builtin_prefetch(b + (NB + j) * bcs + k, 0, 3);
-    }
     V av[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) av[r] = vload<A>(a + r * K + k);
@@ -176,6 +168,26 @@ inline void dot(index_t K, const float* __restrict a, const U* __restrict b, ind
       out[r * ldo + j] = s;
     }
   }
+}
+
+/// sum_k a[k] * b[k] over K: one row of A against one k-contiguous column of B, four
+/// vectors per step into four accumulators (the FMA latency hidden without other columns).
+/// The matrix-vector path calls it column after column, so that B, whose columns lie one
+/// after the other, is read as one sequential stream.
+template <class A, class U>
+inline float dot_one(index_t K, const float* __restrict a, const U* __restrict b) noexcept {
+  using V = fvec<A>;
+  constexpr int L = tile<A>::L;
+  V acc[4] = {vzero<A>(), vzero<A>(), vzero<A>(), vzero<A>()};
+  index_t k = 0;
+  for (; k + 4 * L <= K; k += 4 * L) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[j] = vfma<A>(vload<A>(a + k + j * L), vload<A>(b + k + j * L), acc[j]);
+  }
+  for (; k + L <= K; k += L) acc[0] = vfma<A>(vload<A>(a + k), vload<A>(b + k), acc[0]);
+  float s = vsum<A>((acc[0] + acc[1]) + (acc[2] + acc[3]));
+  for (; k < K; ++k) s += a[k] * static_cast<float>(b[k]);
+  return s;
 }
 
 }  // namespace kiln::detail::cpu_gemm
