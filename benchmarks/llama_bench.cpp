@@ -1,5 +1,6 @@
 // benchmarks/llama_bench.cpp — the Llama decoder on the CPU at 1 and 2 threads, f32 and
-// f16 weights and int8 / int4 projections, beside kiln's copy bandwidth (see llama_bench.hpp for what is measured).
+// f16 weights and int8 / int4 projections, beside kiln's copy and read bandwidth (see
+// llama_bench.hpp for what is measured).
 #include "llama_bench.hpp"
 
 namespace {
@@ -30,6 +31,9 @@ void register_all() {
   for (int t : kiln_bench::thread_counts()) {
     kiln_bench::configure(benchmark::RegisterBenchmark(("BM_copy/" + std::to_string(t) + "T").c_str(),
                                                        [t](benchmark::State& s) { llama_bench::copy(s, ctx(t)); }))
+        ->Unit(benchmark::kMillisecond);
+    kiln_bench::configure(benchmark::RegisterBenchmark(("BM_read/" + std::to_string(t) + "T").c_str(),
+                                                       [t](benchmark::State& s) { llama_bench::read(s, ctx(t)); }))
         ->Unit(benchmark::kMillisecond);
   }
   register_weights<kiln::half>("f16");
