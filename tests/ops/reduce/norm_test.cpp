@@ -43,6 +43,13 @@ TYPED_TEST(norm_test, every_extent) {
   check_norms<TypeParam>(2, kiln::index_t(1) << 20);
 }
 
+// Enough rows that a CPU task runs several rows, and several blocks of rows, with each
+// row's last pass overlapping the next row's first (cpu/reduce/row.hpp, pipelined run).
+TYPED_TEST(norm_test, many_rows) {
+  check_norms<TypeParam>(300, 4096);
+  check_norms<TypeParam>(20000, 37);
+}
+
 // Rows around 1e4 with a spread of 0.1: a float mean near 1e4 is only good to 1e-3,
 // which would be 2% of the spread.
 TYPED_TEST(norm_test, large_mean_rows) {

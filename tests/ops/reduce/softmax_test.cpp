@@ -5,6 +5,9 @@
 // accumulation bound, relative (reduce_check.hpp).
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+
 #include "reduce_check.hpp"
 
 using namespace kiln_test;
@@ -101,6 +104,33 @@ TYPED_TEST(softmax_test, in_place) {
   auto x = kiln::from_host(c, {6, 50}, std::span<const float>(h));
   x = kiln::softmax(x);
   EXPECT_TRUE(close(x.to_host(), ref_softmax(h, split_of({6, 50}, -1), false), "x = softmax(x)"));
+}
+
+// Enough rows that a CPU task runs several rows, and several blocks of rows, with each
+// row's last pass overlapping the next row's first (cpu/reduce/row.hpp, pipelined run):
+// read in place, through a prologue, and in place into the input itself.
+TYPED_TEST(softmax_test, many_rows) {
+  auto& c = ctx<TypeParam>();
+  auto g = rng();
+  for (auto [R, N] : {std::pair<kiln::index_t, kiln::index_t>{300, 4096}, {20000, 37}}) {
+    const std::string where = "[" + std::to_string(R) + ", " + std::to_string(N) + "]";
+    const auto h = uniform(g, static_cast<std::size_t>(R * N), -8.0f, 8.0f);
+    const auto hm = uniform(g, static_cast<std::size_t>(N), -2.0f, 0.0f);
+    auto x = kiln::from_host(c, {R, N}, std::span<const float>(h));
+    auto mask = kiln::from_host(c, {N}, std::span<const float>(hm));
+    kiln::tensor<float, TypeParam> y;
+    for (bool log : {false, true}) {
+      if (log) y = kiln::log_softmax(x);
+      else y = kiln::softmax(x);
+      EXPECT_TRUE(close(y.to_host(), ref_softmax(h, split_of({R, N}, -1), log), "softmax " + where));
+    }
+    y = kiln::softmax(x * 0.5f + mask);
+    std::vector<float> in(h.size());
+    for (std::size_t i = 0; i < h.size(); ++i) in[i] = h[i] * 0.5f + hm[i % hm.size()];
+    EXPECT_TRUE(close(y.to_host(), ref_softmax(in, split_of({R, N}, -1), false), "softmax(x * 0.5 + mask) " + where));
+    x = kiln::softmax(x);
+    EXPECT_TRUE(close(x.to_host(), ref_softmax(h, split_of({R, N}, -1), false), "x = softmax(x) " + where));
+  }
 }
 
 TYPED_TEST(softmax_test, half_input_and_output) {

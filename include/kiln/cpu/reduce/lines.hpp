@@ -60,6 +60,35 @@ C extreme_run(const C* x, index_t n, C acc) {
   return acc;
 }
 
+/// The max of x[0, n) (-inf when empty) where a NaN need not show: the plain vector max,
+/// four accumulators. A NaN may or may not come out (the softmax passes after it carry a
+/// NaN through on their own).
+template <class A>
+float plain_max(const float* x, index_t n) {
+  index_t i = 0;
+  float acc = -std::numeric_limits<float>::infinity();
+  if constexpr (simd::enabled<A>) {
+    using V = xsimd::batch<float, A>;
+    constexpr auto W = static_cast<index_t>(V::size);
+    if (n >= 4 * W) {
+      V a0 = V::load_unaligned(x), a1 = V::load_unaligned(x + W), a2 = V::load_unaligned(x + 2 * W),
+        a3 = V::load_unaligned(x + 3 * W);
+      for (i = 4 * W; i + 4 * W <= n; i += 4 * W) {
+        a0 = xsimd::max(a0, V::load_unaligned(x + i));
+        a1 = xsimd::max(a1, V::load_unaligned(x + i + W));
+        a2 = xsimd::max(a2, V::load_unaligned(x + i + 2 * W));
+        a3 = xsimd::max(a3, V::load_unaligned(x + i + 3 * W));
+      }
+      for (; i + W <= n; i += W) a0 = xsimd::max(a0, V::load_unaligned(x + i));
+      alignas(64) float lanes[W];
+      xsimd::max(xsimd::max(a0, a1), xsimd::max(a2, a3)).store_aligned(lanes);
+      for (index_t k = 0; k < W; ++k) acc = lanes[k] > acc ? lanes[k] : acc;
+    }
+  }
+  for (; i < n; ++i) acc = x[i] > acc ? x[i] : acc;
+  return acc;
+}
+
 /// R's combine over x[0, n), starting from acc.
 template <class A, class R, class C>
 C combine_run(const C* x, index_t n, C acc) {

@@ -112,24 +112,47 @@ struct softmax_algo {
   };
   float eps = 0;
 
-  /// A whole row x (the input in memory, or a buffer) normalised into y, through the
-  /// row-sized buffer buf (both may be x); `stream`: the final pass may bypass the cache;
-  /// `pf`: a prefetch hook for a later row (cpu_lines::no_prefetch).
+  /// What a row's last pass needs: its input x, the buffer holding exp(x - m) (softmax)
+  /// and the row's constants.
+  struct tail_state {
+    const float* x = nullptr;
+    const float* buf = nullptr;
+    float m = 0, k = 0;  // softmax: k = 1 / sum; log_softmax: k = log(sum)
+  };
+
+  /// A whole row x (the input in memory, or a buffer) up to its last pass: the max, then
+  /// exp(x - m) into the row-sized buffer buf (may be x) and its sum. `pf`: the hook of
+  /// the exp pass (cpu_lines::no_prefetch), called once a step.
   template <class A, class Pf>
-  void row(const float* x, float* buf, float* y, index_t n, bool stream, const Pf& pf) const {
-    const float m = cpu_lines::combine_run<A, max_reducer>(x, n, -std::numeric_limits<float>::infinity());
+  tail_state first(const float* x, float* buf, index_t n, const Pf& pf) const {
+    // no NaN tracking: a NaN (or a +inf, or a line of -inf) makes the exp pass's sum NaN,
+    // and with it the whole line, whatever the max
+    const float m = cpu_lines::plain_max<A>(x, n);
     if constexpr (Log) {
       const float s = cpu_lines::sum_of<A>(x, n, [m](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); }, pf);
-      const float ls = std::log(s);
-      cpu_lines::map<A>(x, y, n, [m, ls](const auto& v, index_t) {
-        using V = std::remove_cvref_t<decltype(v)>;
-        return (v - V(m)) - V(ls);
-      }, stream);
+      return {x, buf, m, std::log(s)};
     } else {
       const float s = cpu_lines::map_sum<A>(x, buf, n, [m](const auto& v) { return exp_nonpositive(v - std::remove_cvref_t<decltype(v)>(m)); }, pf);
-      const float inv = 1.0f / s;
-      cpu_lines::map<A>(buf, y, n, [inv](const auto& v, index_t) { return v * std::remove_cvref_t<decltype(v)>(inv); }, stream);
+      return {x, buf, m, 1.0f / s};
     }
+  }
+  /// The last pass over positions [i0, i1) of the row: y = exp(x - m) / sum, or
+  /// (x - m) - log(sum). `stream`: may bypass the cache (y + i0 aligned when i0 > 0).
+  template <class A>
+  void tail(const tail_state& t, float* y, index_t i0, index_t i1, bool stream) const {
+    const float m = t.m, k = t.k;
+    if constexpr (Log) {
+      cpu_lines::map<A>(t.x + i0, y + i0, i1 - i0, [m, k](const auto& v, index_t) {
+        using V = std::remove_cvref_t<decltype(v)>;
+        return (v - V(m)) - V(k);
+      }, stream);
+    } else {
+      cpu_lines::map<A>(t.buf + i0, y + i0, i1 - i0, [k](const auto& v, index_t) { return v * std::remove_cvref_t<decltype(v)>(k); }, stream);
+    }
+  }
+  template <class A, class Pf>
+  void row(const float* x, float* buf, float* y, index_t n, bool stream, const Pf& pf) const {
+    tail<A>(first<A>(x, buf, n, pf), y, 0, n, stream);
   }
   /// Long rows: one buffer of statistics at a time, then each buffer normalised.
   template <class A>
@@ -225,12 +248,26 @@ struct norm_algo {
       return y;
     }, stream, pf);
   }
-  template <class A, class Pf>
-  void row(const float* x, float*, float* y, index_t n, bool stream, const Pf& pf) const {
+  struct tail_state {
+    const float* x = nullptr;
     stats st;
-    add<A>(st, x, n);
-    finish(st, n);
-    apply<A>(st, x, y, n, 0, stream, pf);
+  };
+  /// A whole row's statistics (the last pass: tail); `pf`: the hook of the first pass.
+  template <class A, class Pf>
+  tail_state first(const float* x, float*, index_t n, const Pf& pf) const {
+    tail_state t{x, {}};
+    add<A>(t.st, x, n, pf);
+    finish(t.st, n);
+    return t;
+  }
+  /// The normalised positions [i0, i1) of the row into y.
+  template <class A>
+  void tail(const tail_state& t, float* y, index_t i0, index_t i1, bool stream) const {
+    apply<A>(t.st, t.x + i0, y + i0, i1 - i0, i0, stream);
+  }
+  template <class A, class Pf>
+  void row(const float* x, float* buf, float* y, index_t n, bool stream, const Pf& pf) const {
+    tail<A>(first<A>(x, buf, n, pf), y, 0, n, stream);
   }
 };
 
@@ -255,6 +292,92 @@ struct row_prefetch {
   }
 };
 
+/// The hook of a row's first pass in a pipelined run (run_rows): it requests a later
+/// row's input (row_prefetch) and writes the same positions of the previous row's last
+/// pass, so that the reads, the writes and the arithmetic of neighbouring rows overlap
+/// instead of taking turns. `done`: how much of the previous row is written.
+template <class A, class Io, class Algo>
+struct row_pipeline_hook {
+  row_prefetch<Io> pre;
+  const Algo* al = nullptr;
+  const typename Algo::tail_state* prev = nullptr;  // null: no row pending
+  float* prev_y = nullptr;
+  bool prev_stream = false;
+  mutable index_t done = 0;
+  void operator()(index_t i, index_t count) const {
+    pre(i, count);
+    if (prev) {
+      al->template tail<A>(*prev, prev_y, i, i + count, prev_stream);
+      done = i + count;
+    }
+  }
+};
+
+/// Rows up to block_elements long into the statement's own contiguous output (the bare
+/// op; run_rows): a task runs several blocks of rows, and each row's first pass carries
+/// the previous row's last pass and requests a later row's input (row_pipeline_hook).
+/// One row's arithmetic then overlaps its neighbours' reads and writes: taking turns,
+/// a softmax spent about as long waiting for memory as computing.
+template <class A, class Io, class Algo>
+void run_rows_pipelined(const cpu_state& state, const Io& io, axis_split sp, const Algo& al, double elements,
+                        double work, float* dout) {
+  using namespace cpu_loop;
+  using tail_t = typename Algo::tail_state;
+  const index_t R = sp.extent, outer = sp.outer;
+  const index_t block = std::max<index_t>(1, block_elements / R);  // rows one load holds
+  const index_t blocks = (outer + block - 1) / block;
+  const index_t rows = block * std::max<index_t>(1, blocks / 64);  // a task's rows: ~64 tasks
+  const index_t tasks = (outer + rows - 1) / rows;
+  const bool in_place = io.direct(0) != nullptr;  // a plain tensor: read where it lies
+  const bool spread = in_place || R >= spread_prefetch_min;
+  const index_t ahead = in_place ? std::max<index_t>(1, 1024 / R) : block;  // rows: >= 4 KiB on
+  for_tasks(tasks, structural_threads(state, elements, work, tasks), [&](index_t t) {
+    const index_t o0 = t * rows, o1 = std::min(outer, o0 + rows);
+    float* const base = reinterpret_cast<float*>(cpu_scheduler::scratch(2 * (block_elements + 16) * sizeof(float)));
+    float* const buf[2] = {base, base + block_elements + 16};
+    tail_t pend{};
+    float* pend_y = nullptr;
+    bool have = false, pend_stream = false, streamed = false;
+    for (index_t o = o0; o < o1; ++o) {
+      const index_t bi = (o - o0) / block, j = (o - o0) % block;  // block, row in it
+      const float* src;
+      float* b;
+      if (in_place) {
+        src = io.direct(o * R);
+        b = buf[o & 1];
+      } else {
+        float* const blk = buf[bi & 1];  // the previous block's rows may still be pending
+        if (j == 0) {
+          const index_t e = std::min(o1, o + block);
+          io.load(o * R, e * R, blk);
+          if (!spread) io.prefetch(e * R, std::min(outer, e + block) * R);
+        }
+        src = b = blk + j * R;
+      }
+      row_pipeline_hook<A, Io, Algo> h;
+      if (spread && o + ahead < outer) {
+        if (in_place) h.pre.p = io.direct((o + ahead) * R);
+        else h.pre = {nullptr, &io, (o + ahead) * R, R};
+      }
+      h.al = &al;
+      if (have) {
+        h.prev = &pend;
+        h.prev_y = pend_y;
+        h.prev_stream = pend_stream;
+      }
+      tail_t cur = al.template first<A>(src, b, R, h);
+      if (have) al.template tail<A>(pend, pend_y, h.done, R, pend_stream);
+      pend = cur;
+      pend_y = dout + o * R;
+      pend_stream = cpu_lines::can_stream_to<A>(io.stream, pend_y);
+      streamed = streamed || pend_stream;
+      have = true;
+    }
+    if (have) al.template tail<A>(pend, pend_y, 0, R, pend_stream);
+    if (streamed) simd::stream_fence();
+  });
+}
+
 /// Runs algorithm `al` over every row of a row-family statement.
 template <class A, class Io, class Algo>
 void run_rows(const cpu_state& state, const Io& io, axis_split sp, const Algo& al, double per_element) {
@@ -265,7 +388,10 @@ void run_rows(const cpu_state& state, const Io& io, axis_split sp, const Algo& a
   const double work = per_element + byte_cost * double(leaf_bytes_v<decltype(io.node.arg)> + 4);
   const index_t rows = R <= block_elements ? std::max<index_t>(1, block_elements / R) : 1;
   const index_t tasks = (sp.outer + rows - 1) / rows;
-  float* const dout = io.direct_out();
+  if (float* const dout = io.direct_out(); dout && R <= block_elements) {
+    run_rows_pipelined<A>(state, io, sp, al, elements, work, dout);
+    return;
+  }
   for_tasks(tasks, structural_threads(state, elements, work, tasks), [&](index_t t) {
     const index_t o0 = t * rows, o1 = std::min(sp.outer, o0 + rows);
     float* x = reinterpret_cast<float*>(cpu_scheduler::scratch((block_elements + 16) * sizeof(float)));
@@ -290,17 +416,6 @@ void run_rows(const cpu_state& state, const Io& io, axis_split sp, const Algo& a
         return h;
       };
       const float* src = in ? in : x;
-      if (dout) {  // the bare op into a contiguous float tensor: the last pass writes it
-        bool streamed = false;
-        for (index_t o = o0; o < o1; ++o) {
-          float* y = dout + o * R;
-          const bool st = cpu_lines::can_stream_to<A>(io.stream, y);
-          streamed = streamed || st;
-          al.template row<A>(src + (o - o0) * R, x + (o - o0) * R, y, R, st, hook(o));
-        }
-        if (streamed) simd::stream_fence();
-        return;
-      }
       for (index_t o = o0; o < o1; ++o) {
         al.template row<A>(src + (o - o0) * R, x + (o - o0) * R, x + (o - o0) * R, R, false, hook(o));
       }
