@@ -6,7 +6,11 @@
 // prologue run), each row's statistics are taken from the buffer (L1-resident), the
 // row is normalised in place and the block goes out through the epilogue: each input
 // element is read from memory once and each output written once. softmax keeps
-// exp(x - max) from its sum pass, so it takes one exp per element.
+// exp(x - max) from its sum pass, so it takes one exp per element. Each algorithm
+// splits a row into `first` (the statistics, from the first pass on) and `tail` (the
+// last pass, over any range of positions): the bare op into its own contiguous output
+// runs the previous row's tail and requests a later row's input inside each row's
+// first pass (run_rows_pipelined), so that memory traffic and arithmetic overlap.
 // Longer rows are read twice, a buffer at a time: once for the statistics (softmax: an
 // online max and rescaled sum; layer_norm: per-buffer mean and squared deviations merged
 // with Chan's formula), once to normalise.
