@@ -339,8 +339,8 @@ inline constexpr std::string_view attention_flash_lanes = R"kiln_glsl(// kernels
 // The loops of scores and p v over a tile's keys stay rolled (unrolled, lavapipe's compile
 // time explodes); the small ones are unrolled: lavapipe ends a shader after 65535 loop
 // iterations in all (one count for every loop of an invocation), so a workgroup takes
-// about 17 per tile of WG keys (plus 2 * D / 4 where k / v are read by elements) and
-// rows up to about 30000 keys (WG 8, vec4 rows).
+// about WG + WG / 4 + 1 per tile of WG keys (plus 2 * D / 4 where k / v are read by
+// elements) and rows up to about 40000 keys (WG 8, vec4 rows).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 layout(local_size_x_id = 2) in;
@@ -411,19 +411,24 @@ void main() {
 #endif
     }
     // scores of this row against the tile's keys, key j from invocation j
-    [[dont_unroll]] for (uint j = 0u; j < WG; ++j) {
-      vec4 dot4 = vec4(0.0);
-      [[unroll]] for (uint c = 0u; c < KILN_D4; ++c) dot4 += q[c] * subgroupShuffle(kr[c], j);
-      int gj = int(k0 + j);
-      float x = kiln_ninf;
-      if (gj <= lastkey) {
-        x = dot4.x + dot4.y + dot4.z + dot4.w;
-        if (p.softcap > 0.0) x = p.softcap * tanh(x / p.softcap);
-#if KILN_MASK
-        x += kiln_m(mrow + gj * p.ms3);
-#endif
+    // (four keys a step, as p v below)
+    [[dont_unroll]] for (uint j = 0u; j < WG; j += 4u) {
+      vec4 dot4[4] = vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
+      [[unroll]] for (uint c = 0u; c < KILN_D4; ++c) {
+        [[unroll]] for (uint u = 0u; u < 4u; ++u) dot4[u] += q[c] * subgroupShuffle(kr[c], j + u);
       }
-      sc[j] = x;
+      [[unroll]] for (uint u = 0u; u < 4u; ++u) {
+        int gj = int(k0 + j + u);
+        float x = kiln_ninf;
+        if (gj <= lastkey) {
+          x = dot4[u].x + dot4[u].y + dot4[u].z + dot4[u].w;
+          if (p.softcap > 0.0) x = p.softcap * tanh(x / p.softcap);
+#if KILN_MASK
+          x += kiln_m(mrow + gj * p.ms3);
+#endif
+        }
+        sc[j + u] = x;
+      }
     }
     // online softmax: the tile's max, the rescale, p = exp(s - m')
     float mt = kiln_ninf;
@@ -458,9 +463,14 @@ void main() {
       }
 #endif
     }
-    [[dont_unroll]] for (uint j = 0u; j < WG; ++j) {
-      float pj = sc[j];
-      [[unroll]] for (uint c = 0u; c < KILN_DV4; ++c) acc[c] += pj * subgroupShuffle(vr[c], j);
+    // four keys a step (WG is a power of 2, at least 4): the accumulators, rewritten once
+    // per loop iteration under lavapipe's execution mask, are loaded and stored a quarter
+    // as often
+    [[dont_unroll]] for (uint j = 0u; j < WG; j += 4u) {
+      float p0 = sc[j], p1 = sc[j + 1u], p2 = sc[j + 2u], p3 = sc[j + 3u];
+      [[unroll]] for (uint c = 0u; c < KILN_DV4; ++c)
+        acc[c] += p0 * subgroupShuffle(vr[c], j) + p1 * subgroupShuffle(vr[c], j + 1u) +
+                  p2 * subgroupShuffle(vr[c], j + 2u) + p3 * subgroupShuffle(vr[c], j + 3u);
     }
   }
 
