@@ -19,11 +19,12 @@
 // from memory once per block and nothing goes through shared memory. Scores, online
 // softmax (running max m, sum l, accumulators rescaled once per tile), the causal bound
 // (bottom-right) and the masks follow flash.comp; a row that sees no key writes zeros.
-// The loops of scores and p v over a tile's keys stay rolled (unrolled, lavapipe's compile
-// time explodes); the small ones are unrolled: lavapipe ends a shader after 65535 loop
-// iterations in all (one count for every loop of an invocation), so a workgroup takes
-// about WG + WG / 4 + 1 per tile of WG keys (plus 2 * D / 4 where k / v are read by
-// elements) and rows up to about 40000 keys (WG 8, vec4 rows).
+// The loops of scores and p v take four keys an iteration (lavapipe rewrites every
+// loop-carried register under the execution mask once an iteration; fully unrolled, its
+// compile time explodes); the small ones are unrolled. lavapipe ends a shader after 65535
+// loop iterations in all (one count for every loop of an invocation): a workgroup takes
+// WG / 2 + 1 per tile of WG keys (plus 2 * D / 4 where k / v are read by elements), rows
+// of up to about 100000 keys (WG 8, vec4 rows).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 layout(local_size_x_id = 2) in;
