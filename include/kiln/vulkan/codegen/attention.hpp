@@ -72,8 +72,7 @@ struct attention_choice {
   /// Specialisation constants 2, 3, ... (see kernels/attention/*.comp).
   std::vector<std::uint32_t> constants() const {
     if (kind == attention_kind::flash) return {wg, rq, bkv};
-    if (kind == attention_kind::flash_lanes) return {wg};
-    return {wg};
+    return {wg};  // flash_lanes, decode, split
   }
   std::string name() const {
     switch (kind) {
