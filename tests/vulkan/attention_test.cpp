@@ -6,8 +6,8 @@
 // kiln::transpose, broadcast additive masks with whole masked blocks and fully masked
 // rows, softcap, an explicit scale, large logits, f16 storage, the fused forms (a
 // prologue on q, `attention(q, k, v) * gate`) as the variant's dispatches, and every
-// variant forced (KILN_VULKAN_ATTENTION) and chosen by shape, with the name
-// kiln::kernel_variant gives. Distinct kernels are kept few: lavapipe compiles each
+// variant forced (KILN_VULKAN_ATTENTION) and chosen by shape (flash_lanes on CPU devices,
+// flash elsewhere), with the name kiln::kernel_variant gives. Distinct kernels are kept few: lavapipe compiles each
 // pipeline for seconds.
 //
 // The reference and its tolerance: tests/support/attention_reference.hpp.
@@ -94,6 +94,26 @@ TEST_F(attention, flash_causal_and_lengths) {
   kiln::attention_options ob;
   ob.scale = 2.0f;
   check(big, ob, "logits ~1e4");
+}
+
+// The shared-memory flash kernel forced (a CPU device such as lavapipe otherwise runs
+// flash_lanes, so this keeps the GPUs' kernel checked there): causal tails, Sq > Skv,
+// GQA with an odd head dim.
+TEST_F(attention, flash_shared_tiles_forced) {
+  auto g = kiln_test::rng();
+  kiln_test::scoped_env env("KILN_VULKAN_ATTENTION", "flash");
+  const operands x = make(g, {1, 2, 2, 37, 37, 64, 64});
+  EXPECT_NE(check(x, causal(), "forced flash, causal").find("vulkan.attention.flash "), std::string::npos);
+  check(make(g, {1, 2, 2, 70, 33, 64, 64}), causal(), "forced flash, Sq > Skv");
+  check(make(g, {2, 8, 2, 21, 29, 7, 7}), {}, "forced flash, gqa 4, D 7");
+}
+
+// Long rows (thousands of key tiles per workgroup) on the variant chosen by shape: vec4
+// rows (D 64) and element reads (D 7).
+TEST_F(attention, long_rows) {
+  auto g = kiln_test::rng();
+  check(make(g, {1, 1, 1, 8, 20000, 64, 64}), {}, "8 rows x 20000 keys");
+  check(make(g, {1, 1, 1, 9, 9000, 7, 7}), causal(), "9 rows x 9000 keys, D 7");
 }
 
 // Head dims 80, 128 and 7 (padded to vectors) with GQA ratios 2, 4 and MQA.

@@ -12,6 +12,14 @@
 //           CPU devices (lavapipe: a workgroup is one thread, SIMD across invocations,
 //           each shared-memory read a loop over lanes): 8 invocations x 4 rows (2 or 1
 //           for head dims past 128), so each staged K/V vector feeds several rows.
+//   flash_lanes  CPU devices with subgroup shuffles (lavapipe): the workgroup is one
+//           subgroup, one query row per invocation, each tile of WG keys read straight
+//           from the buffers (invocation j loads key j, as one vec4 per four elements
+//           where k / v allow) and handed round by subgroupShuffle. lavapipe turns every
+//           shared-memory read into a loop over the SIMD lanes and spills large register
+//           arrays, so flash's staged tiles and RQ rows cost more than they save there
+//           (B1 H4 D128 causal on a 2-core EPYC: S 512 35 ms against 58, S 2048 510
+//           against 891).
 //   decode  Sq <= 4: one workgroup per query row, invocations over keys (a score each,
 //           the tile's max by subgroup / shared-memory reduction), then over the output
 //           columns for p v. One dispatch.
@@ -31,6 +39,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -41,7 +50,7 @@
 
 namespace kiln::detail::vk {
 
-enum class attention_kind : std::uint8_t { flash = 1, decode = 2, split = 3 };
+enum class attention_kind : std::uint8_t { flash = 1, decode = 2, split = 3, flash_lanes = 4 };
 
 /// A chosen attention variant and its sizes.
 struct attention_choice {
@@ -57,22 +66,31 @@ struct attention_choice {
   std::uint32_t shared_bytes(index_t d, index_t dv) const {
     const auto d4 = static_cast<std::uint32_t>((d + 3) / 4), dv4 = static_cast<std::uint32_t>((dv + 3) / 4);
     if (kind == attention_kind::flash) return bkv * (d4 + dv4) * 16;
+    if (kind == attention_kind::flash_lanes) return 0;
     return 2 * wg * 4;
   }
   /// Specialisation constants 2, 3, ... (see kernels/attention/*.comp).
   std::vector<std::uint32_t> constants() const {
     if (kind == attention_kind::flash) return {wg, rq, bkv};
-    return {wg};
+    return {wg};  // flash_lanes, decode, split
   }
   std::string name() const {
     switch (kind) {
       case attention_kind::flash: return "vulkan.attention.flash " + std::to_string(bq()) + "x" + std::to_string(bkv);
+      case attention_kind::flash_lanes: return "vulkan.attention.flash_lanes " + std::to_string(wg) + "x" + std::to_string(wg);
       case attention_kind::decode: return "vulkan.attention.decode";
       case attention_kind::split: return "vulkan.attention.split " + std::to_string(splits) + " (2 dispatches)";
     }
     return {};
   }
 };
+
+/// Whether device dev runs flash_lanes: a CPU device whose subgroup (shuffles in compute)
+/// fits a workgroup.
+inline bool attention_lanes_fit(const gemm_device& dev) {
+  return dev.cpu && dev.shuffle && dev.subgroup >= 4 && dev.subgroup <= 64 &&
+         dev.subgroup <= std::min(dev.max_invocations, dev.max_wg_x);
+}
 
 /// The variant for dims d on device dev; `forced` (KILN_VULKAN_ATTENTION) overrides.
 /// `what` names the operands for errors: kiln::device_error when nothing fits the device.
@@ -83,13 +101,16 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
   const std::uint32_t max_wg = std::min(dev.max_invocations, dev.max_wg_x);
   attention_choice c;
   if (forced == "flash") c.kind = attention_kind::flash;
+  else if (forced == "flash_lanes") c.kind = attention_kind::flash_lanes;
   else if (forced == "decode") c.kind = attention_kind::decode;
   else if (forced == "split") c.kind = attention_kind::split;
   else if (!forced.empty()) {
     throw device_error(what + ": KILN_VULKAN_ATTENTION is '" + std::string(forced) +
-                       "'; it must be flash, decode or split (or unset: chosen by shape)");
+                       "'; it must be flash, flash_lanes, decode or split (or unset: chosen by shape)");
   } else if (d.Sq <= 4) {
     c.kind = attention_kind::decode;
+  } else if (attention_lanes_fit(dev)) {
+    c.kind = attention_kind::flash_lanes;
   }
   const auto fail = [&](const std::string& kind) -> attention_choice {
     throw device_error(what + ": no " + kind + " attention kernel fits the device (the smallest needs " +
@@ -98,6 +119,16 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
                        " (maxComputeWorkGroupInvocations / Size[0]) and " + std::to_string(dev.shared_bytes) +
                        " (maxComputeSharedMemorySize))");
   };
+  if (c.kind == attention_kind::flash_lanes) {
+    if (!attention_lanes_fit(dev)) {
+      throw device_error(what + ": KILN_VULKAN_ATTENTION is flash_lanes, which needs a CPU device with subgroup "
+                                "shuffles in compute shaders and a subgroup of 4 to 64 invocations");
+    }
+    c.wg = dev.subgroup;  // the workgroup is one subgroup: subgroupShuffle reaches every invocation
+    c.rq = 1;
+    c.bkv = c.wg;
+    return c;
+  }
   if (c.kind == attention_kind::flash) {
     c.wg = std::min<std::uint32_t>(dev.cpu ? 8 : 64, pow2_at_most(max_wg));
     c.rq = dev.cpu ? 4 : 1;
@@ -145,6 +176,7 @@ struct attention_plan {
   index_t D = 0, Dv = 0;
   std::uint32_t dvl = 1;   // decode / split: output columns per invocation (ceil(Dv / wg))
   bool subgroup = false;   // decode / split: subgroupMax for the tile's max
+  bool k4 = false, v4 = false;  // flash_lanes: k / v rows read as vec4s (f32, contiguous along D, 4-aligned)
 };
 
 inline std::string attention_plan_key(const attention_plan& a) {
@@ -153,6 +185,7 @@ inline std::string attention_plan_key(const attention_plan& a) {
   k += static_cast<char>(a.kind);
   k += static_cast<char>(a.phase);
   k += static_cast<char>(a.subgroup);
+  k += static_cast<char>(a.k4 | a.v4 << 1);
   k += std::to_string(a.D) + "," + std::to_string(a.Dv) + "," + std::to_string(a.dvl);
   return k;
 }
@@ -162,11 +195,12 @@ inline structural_family_text attention_family_text(const attention_plan& a, std
   using structural_text::load;
   const structural_plan& sp = a.base;
   structural_family_text f;
-  static constexpr const char* kinds[] = {"", "flash", "decode", "split"};
+  static constexpr const char* kinds[] = {"", "flash", "decode", "split", "flash_lanes"};
   const bool mask = sp.params.size() > 2;
   f.comment = std::string("// attention ") + kinds[static_cast<int>(a.kind)] + ", phase " + std::to_string(a.phase) +
               ", D " + std::to_string(a.D) + ", Dv " + std::to_string(a.Dv) + (mask ? ", additive mask" : "") +
-              (a.subgroup ? ", subgroup max" : "") + (sp.params_buffer ? "; parameter buffer" : "") +
+              (a.subgroup ? ", subgroup max" : "") + (a.k4 ? ", vec4 k" : "") + (a.v4 ? ", vec4 v" : "") +
+              (sp.params_buffer ? "; parameter buffer" : "") +
               "; sizes are specialisation constants\n";
   f.extensions += "#extension GL_EXT_control_flow_attributes : require\n";  // [[unroll]]
   if (a.subgroup) {
@@ -182,6 +216,8 @@ inline structural_family_text attention_family_text(const attention_plan& a, std
   def("KILN_DVL", std::to_string(a.dvl) + "u");
   def("KILN_MASK", mask ? "1" : "0");
   def("KILN_SUBGROUP", a.subgroup ? "1" : "0");
+  def("KILN_K4", a.k4 ? "1" : "0");
+  def("KILN_V4", a.v4 ? "1" : "0");
   def("KILN_RESULT", std::string(result_type));
   if (a.phase) {
     f.buffers += "layout(std430, set = 0, binding = " + std::to_string(sp.bindings) + ") " +
@@ -199,6 +235,19 @@ inline structural_family_text attention_family_text(const attention_plan& a, std
   for (std::size_t q = 0; q < sp.params.size(); ++q) {
     const std::string n = names[q];
     f.hooks += "float kiln_" + n + "(int e) { return " + load(sp.params[q], "uint(e)") + "; }\n";
+  }
+  // vec4 views of k / v (a second declaration of a binding: Vulkan lets blocks alias;
+  // once per binding, k and v may share one); e is a multiple of 4
+  std::vector<std::uint32_t> aliased;
+  for (std::size_t q = 0; q < 2 && q < sp.params.size(); ++q) {
+    if (!(q == 0 ? a.k4 : a.v4)) continue;
+    const std::string bs = std::to_string(sp.params[q].binding);
+    if (std::find(aliased.begin(), aliased.end(), sp.params[q].binding) == aliased.end()) {
+      aliased.push_back(sp.params[q].binding);
+      f.buffers += "layout(std430, set = 0, binding = " + bs + ") readonly buffer kiln_buf" + bs + "_v4 { vec4 kiln_b" +
+                   bs + "_v4[]; };\n";
+    }
+    f.hooks += std::string("vec4 kiln_") + names[q] + "4(int e) { return kiln_b" + bs + "_v4[uint(e) >> 2]; }\n";
   }
   return f;
 }
@@ -258,13 +307,14 @@ attention_choice attention_choice_of(const S& s, const gemm_device& dev) {
 }
 
 /// Plans and generates the attention kernel of `out = n` (a planned tree whose structural
-/// node is an attention). templates: kernels/attention/{flash,decode,merge}.comp. Throws
+/// node is an attention). templates: kernels/attention/{flash,flash_lanes,decode,merge}.comp. Throws
 /// kiln::shape_error where sizes pass the kernels' 32-bit indexing, kiln::device_error
 /// where no variant fits the device.
 template <class T, class B, class N>
 attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, const gemm_device& dev,
                                        std::uint32_t max_push_bytes, std::string_view flash_glsl,
-                                       std::string_view decode_glsl, std::string_view merge_glsl) {
+                                       std::string_view flash_lanes_glsl, std::string_view decode_glsl,
+                                       std::string_view merge_glsl) {
   using namespace structural_detail;
   using gemm_detail::ceil_div;
   const auto& s = find_structural(n);
@@ -296,8 +346,9 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
   a.kind = c.kind;
   a.D = d.D;
   a.Dv = d.Dv;
-  a.dvl = c.kind == attention_kind::flash ? 1 : static_cast<std::uint32_t>(ceil_div(std::uint64_t(std::max<index_t>(d.Dv, 1)), c.wg));
-  a.subgroup = c.kind != attention_kind::flash && dev.subgroup > 1 && c.wg % dev.subgroup == 0;
+  const bool flashy = c.kind == attention_kind::flash || c.kind == attention_kind::flash_lanes;
+  a.dvl = flashy ? 1 : static_cast<std::uint32_t>(ceil_div(std::uint64_t(std::max<index_t>(d.Dv, 1)), c.wg));
+  a.subgroup = !flashy && dev.subgroup > 1 && c.wg % dev.subgroup == 0;
   binder bind;
   plan_operands(a.base, ops, in_lay, out_lay, bind);
   a.base.acc_float = true;
@@ -309,11 +360,25 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
       },
       s.params);
   a.base.bindings = static_cast<std::uint32_t>(bind.storages.size());
+  if (c.kind == attention_kind::flash_lanes) {
+    // vec4 rows: f32, contiguous along D, every row start a multiple of 4 elements
+    const auto rows4 = [](const auto& t, index_t dim) {
+      if constexpr (!std::is_same_v<typename std::remove_cvref_t<decltype(t)>::value_type, float>) {
+        return false;
+      } else {
+        bool ok = dim % 4 == 0 && t.strides()[3] == 1 && t.offset() % 4 == 0;
+        for (int i = 0; i < 3; ++i) ok = ok && (t.shape()[i] == 1 || t.strides()[i] % 4 == 0);
+        return ok;
+      }
+    };
+    a.k4 = rows4(std::get<0>(s.params).t, d.D);
+    a.v4 = rows4(std::get<1>(s.params).t, d.Dv);
+  }
 
   // geometry
-  const std::uint64_t qblocks = c.kind == attention_kind::flash ? ceil_div(std::uint64_t(d.Sq), c.bq()) : 1;
+  const std::uint64_t qblocks = flashy ? ceil_div(std::uint64_t(d.Sq), c.bq()) : 1;
   const std::uint64_t tasks =
-      c.kind == attention_kind::flash ? std::uint64_t(d.B) * std::uint64_t(d.Hq) * qblocks : rows * c.splits;
+      flashy ? std::uint64_t(d.B) * std::uint64_t(d.Hq) * qblocks : rows * c.splits;
   if (tasks > UINT32_MAX) throw shape_error(what + ": more workgroups than 32-bit task numbers name; split the batch");
 
   // parameters: members, the input's, k's / v's / mask's (param_members), the output's, scalars
@@ -354,6 +419,8 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
   kn.first_tasks = tasks;
   if (c.kind == attention_kind::flash) {
     kn.first = &cached_attention_source<T>(n, s, a, flash_glsl);
+  } else if (c.kind == attention_kind::flash_lanes) {
+    kn.first = &cached_attention_source<T>(n, s, a, flash_lanes_glsl);
   } else if (c.kind == attention_kind::decode) {
     kn.first = &cached_attention_source<T>(n, s, a, decode_glsl);
   } else {

@@ -42,6 +42,7 @@ struct gemm_device {
   std::uint32_t max_wg_x = 256;         // maxComputeWorkGroupSize[0]
   std::uint32_t shared_bytes = 16384;   // maxComputeSharedMemorySize
   std::uint32_t subgroup = 0;           // nonzero: subgroup arithmetic in compute, of this size
+  bool shuffle = false;                 // subgroupShuffle in compute (with subgroup nonzero)
   bool cpu = false;                     // a CPU device (lavapipe): larger register blocks
 };
 

@@ -40,6 +40,7 @@ inline gemm_device gemm_device_of(const context_state& ctx) {
     return std::find(d.subgroup_operations.begin(), d.subgroup_operations.end(), op) != d.subgroup_operations.end();
   };
   if (d.subgroups_in_compute && has("basic") && has("arithmetic")) g.subgroup = d.subgroup_size;
+  g.shuffle = g.subgroup != 0 && has("shuffle");
   return g;
 }
 
