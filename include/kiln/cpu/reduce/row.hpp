@@ -158,10 +158,6 @@ struct softmax_algo {
       cpu_lines::map<A>(t.buf + i0, y + i0, i1 - i0, [k](const auto& v, index_t) { return v * std::remove_cvref_t<decltype(v)>(k); }, stream);
     }
   }
-  template <class A, class Pf>
-  void row(const float* x, float* buf, float* y, index_t n, bool stream, const Pf& pf) const {
-    tail<A>(first<A>(x, buf, n, pf), y, 0, n, stream);
-  }
   /// Long rows: one buffer of statistics at a time, then each buffer normalised.
   template <class A>
   void add(stats& st, const float* x, index_t n) const {
@@ -272,10 +268,6 @@ struct norm_algo {
   template <class A>
   void tail(const tail_state& t, float* y, index_t i0, index_t i1, bool stream) const {
     apply<A>(t.st, t.x + i0, y + i0, i1 - i0, i0, stream);
-  }
-  template <class A, class Pf>
-  void row(const float* x, float* buf, float* y, index_t n, bool stream, const Pf& pf) const {
-    tail<A>(first<A>(x, buf, n, pf), y, 0, n, stream);
   }
 };
 
@@ -394,12 +386,12 @@ void run_rows(const cpu_state& state, const Io& io, axis_split sp, const Algo& a
   if (R == 0 || sp.outer == 0) return;
   const double elements = double(sp.outer) * double(R);
   const double work = per_element + byte_cost * double(leaf_bytes_v<decltype(io.node.arg)> + 4);
-  const index_t rows = R <= block_elements ? std::max<index_t>(1, block_elements / R) : 1;
-  const index_t tasks = (sp.outer + rows - 1) / rows;
   if (float* const dout = io.direct_out(); dout && R <= block_elements) {
     run_rows_pipelined<A>(state, io, sp, al, elements, work, dout);
     return;
   }
+  const index_t rows = R <= block_elements ? std::max<index_t>(1, block_elements / R) : 1;
+  const index_t tasks = (sp.outer + rows - 1) / rows;
   for_tasks(tasks, structural_threads(state, elements, work, tasks), [&](index_t t) {
     const index_t o0 = t * rows, o1 = std::min(sp.outer, o0 + rows);
     float* x = reinterpret_cast<float*>(cpu_scheduler::scratch((block_elements + 16) * sizeof(float)));
@@ -425,7 +417,8 @@ void run_rows(const cpu_state& state, const Io& io, axis_split sp, const Algo& a
       };
       const float* src = in ? in : x;
       for (index_t o = o0; o < o1; ++o) {
-        al.template row<A>(src + (o - o0) * R, x + (o - o0) * R, x + (o - o0) * R, R, false, hook(o));
+        float* const row = x + (o - o0) * R;
+        al.template tail<A>(al.template first<A>(src + (o - o0) * R, row, R, hook(o)), row, 0, R, false);
       }
       io.store(o0 * R, o1 * R, x);
       return;
