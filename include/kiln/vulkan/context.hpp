@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -192,24 +193,20 @@ class context_state {
     }
     profile.gpu_every = std::max<std::uint32_t>(every, 1);
     profile.configure(opt.profile, name());
+    workgroup_size_ = kernels_->workgroup_size();
+    elements_per_invocation_ = kernels_->elements_per_invocation();
+    enlist(this);
   }
 
   context_state(const context_state&) = delete;
   context_state& operator=(const context_state&) = delete;
 
-  /// Waits for the GPU, then frees everything. Never throws: on a lost device the wait
-  /// returns VK_ERROR_DEVICE_LOST at once, and a failure here has no one to report to.
+  /// Waits for the GPU, then frees everything (release_device). Never throws: on a lost
+  /// device the wait returns VK_ERROR_DEVICE_LOST at once, and a failure here has no one
+  /// to report to.
   ~context_state() {
-    if (device_.dev) vkDeviceWaitIdle(device_.dev);
-    if (timer_ && !lost_) {  // the last GPU times, before the profiler writes its trace
-      try {
-        seq_->poll();
-        timer_->collect(seq_->completed());
-      } catch (...) {
-      }
-    }
-    for (auto& d : deferred_) pool_->free(d.second);
-    if (ring_.alloc) pool_->free(ring_.alloc);
+    delist(this);
+    release_device();
   }
 
   mutable std::atomic<std::uint64_t> kernels_launched{0};
@@ -242,6 +239,7 @@ class context_state {
   /// Frees `a` now if the GPU is done with it, else once the last use completes.
   void release(const allocation& a, const access_state& s) noexcept {
     std::lock_guard lock(mutex_);
+    if (!pool_) return;  // the device is released (release_device): its memory went with it
     if (lost_) {
       // A loss seen by one call need not have stopped work submitted before it: let the
       // device drain once (a lost device returns at once) before memory goes back.
@@ -257,23 +255,28 @@ class context_state {
 
   memory_stats memory() const {
     std::lock_guard lock(mutex_);
+    ensure_alive();
     return pool_->stats();
   }
   /// Gives wholly free blocks back to the device; returns the bytes released.
   std::size_t trim() {
     std::lock_guard lock(mutex_);
+    ensure_alive();
     return pool_->trim();
   }
   sequence_stats stream() const {
     std::lock_guard lock(mutex_);
+    ensure_alive();
     return seq_->stats();
   }
   std::size_t compilations() const {
     std::lock_guard lock(mutex_);
+    ensure_alive();
     return kernels_->compilations();
   }
   cache_stats cache() const {
     std::lock_guard lock(mutex_);
+    ensure_alive();
     return kernels_->stats();
   }
   /// Waits for the GPU work recorded so far and adds its GPU times to the profile.
@@ -285,17 +288,20 @@ class context_state {
 
   /// Waits for the warm-start thread (the kernels this program used last time, rebuilt in
   /// the background); the number it rebuilt. Takes no context lock: other threads go on.
-  std::uint64_t wait_preloaded() const { return kernels_->wait_preloaded(); }
+  std::uint64_t wait_preloaded() const {
+    ensure_alive();
+    return kernels_->wait_preloaded();
+  }
 
   // ---- kernels ------------------------------------------------------------------------
 
   /// Invocations per workgroup of every kernel (specialisation constant 0).
-  std::uint32_t workgroup_size() const noexcept { return kernels_->workgroup_size(); }
+  std::uint32_t workgroup_size() const noexcept { return workgroup_size_; }
 
   /// Workgroups for a kernel of the fixed-kernel shape (elements_per_invocation elements
   /// per invocation, grid-stride loop beyond the device's group-count limit).
   std::uint32_t groups_for(std::uint64_t elements) const noexcept {
-    const std::uint64_t per = std::uint64_t(kernels_->workgroup_size()) * kernels_->elements_per_invocation();
+    const std::uint64_t per = std::uint64_t(workgroup_size_) * elements_per_invocation_;
     const std::uint64_t g = (elements + per - 1) / per;
     return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(g, 1, info_.max_workgroup_count[0]));
   }
@@ -498,16 +504,92 @@ class context_state {
   }
   bool lost() const noexcept { return lost_; }
 
+  /// Waits for the GPU, then frees the device and everything on it, the instance last.
+  /// The destructor's work, which release_at_exit also does for every live context.
+  /// Afterwards the context refuses new work (ensure_alive, once marked lost), and
+  /// destroying it or its tensors calls no Vulkan function. Idempotent; never throws.
+  void release_device() noexcept {
+    std::lock_guard lock(mutex_);
+    if (!pool_) return;  // released before
+    if (device_.dev) vkDeviceWaitIdle(device_.dev);
+    if (timer_ && !lost_) {  // the last GPU times, before the profiler writes its trace
+      try {
+        seq_->poll();
+        timer_->collect(seq_->completed());
+      } catch (...) {
+      }
+    }
+    for (auto& d : deferred_) pool_->free(d.second);
+    deferred_.clear();
+    if (ring_.alloc) pool_->free(ring_.alloc);
+    ring_.alloc = {};
+    ring_.in_use.clear();
+    // the members' own order of destruction
+    timer_.reset();
+    kernels_.reset();
+    seq_.reset();
+    pool_.reset();
+    device_.destroy();
+    instance_.reset();
+  }
+
  private:
   struct device_owner {
     VkDevice dev = VK_NULL_HANDLE;
     device_owner() = default;
     device_owner(const device_owner&) = delete;
     device_owner& operator=(const device_owner&) = delete;
-    ~device_owner() {
+    ~device_owner() { destroy(); }
+    void destroy() noexcept {
       if (dev) vkDestroyDevice(dev, nullptr);
+      dev = VK_NULL_HANDLE;
     }
   };
+
+  // ---- contexts still alive at exit ----------------------------------------------------
+  //
+  // A context that outlives main (held by a static, or leaked) would otherwise free its
+  // device in a static destructor. When that static was constructed before the driver was
+  // loaded, its destructor runs after the driver's own exit handlers (they run in reverse
+  // order of registration), and the NVIDIA driver then crashes the process in
+  // vkDeviceWaitIdle / vkDestroyDevice (measured on an H200). So each context enlists
+  // here, and an exit handler registered after the device was opened (hence after the
+  // driver registered its own) releases every context still alive while the driver is
+  // loaded; their destructors later find nothing to free. The handler is registered
+  // again whenever a context is created with no other alive: the loader unloads the
+  // driver with the last instance, and a reloaded driver registers its handlers anew.
+
+  struct live_contexts {
+    std::mutex mutex;
+    std::vector<context_state*> states;
+  };
+  /// Never destroyed: a context may outlive every other static.
+  static live_contexts& registry() {
+    static auto* r = new live_contexts;
+    return *r;
+  }
+  static void enlist(context_state* s) {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.states.reserve(r.states.size() + 1);
+    if (r.states.empty() && std::atexit(&release_at_exit) != 0) {
+      throw error("kiln::vulkan: cannot register the exit handler that releases the device");
+    }
+    r.states.push_back(s);
+  }
+  static void delist(context_state* s) noexcept {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.states.erase(std::remove(r.states.begin(), r.states.end(), s), r.states.end());
+  }
+  static void release_at_exit() noexcept {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    for (context_state* s : r.states) {
+      s->mark_lost("released when the process exited, before the Vulkan driver unloads");
+      s->release_device();
+    }
+  }
 
   /// A ring of host-visible memory for staged transfers; each range is reusable once the
   /// timeline value of the copy that used it completes.
@@ -794,6 +876,8 @@ class context_state {
   std::atomic<bool> lost_{false};
   bool drained_ = false;  ///< lost, and the device idled since (mutex_)
   std::string lost_reason_;
+  std::uint32_t workgroup_size_ = 0;  ///< shader_cache's, kept: it outlives release_device
+  std::uint32_t elements_per_invocation_ = 0;
 };
 
 /// One tensor allocation on a Vulkan device. Keeps its context alive; when destroyed
