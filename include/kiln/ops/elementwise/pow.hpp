@@ -3,11 +3,14 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "kiln/expr/lanes.hpp"
-#include "kiln/ops/elementwise/exp.hpp"
 #include "kiln/expr/node.hpp"
+#include "kiln/ops/elementwise/exp.hpp"
+#include "kiln/ops/elementwise/log.hpp"
 
 namespace kiln {
 
@@ -37,8 +40,13 @@ struct pow_op {
     }
   }
   static constexpr std::string_view glsl = "kiln_pow({0}, {1})";
-  /// C pow's special cases (GLSL leaves pow undefined for x < 0, and x = 0 with y <= 0).
-  static constexpr std::string_view glsl_functions = R"(float kiln_pow(float x, float y) {
+  /// C pow's special cases (GLSL leaves pow undefined for x < 0, and x = 0 with y <= 0);
+  /// e^(y log|x|) as on the CPU, with kiln's exp and log: GLSL's log2 near 1 is held only
+  /// to an absolute error, which y multiplies into the result's relative error.
+  static std::vector<std::string> glsl_functions() {
+    return {detail::exp_glsl(), detail::log_glsl(), std::string(pow_glsl)};
+  }
+  static constexpr std::string_view pow_glsl = R"(float kiln_pow(float x, float y) {
   const float inf = uintBitsToFloat(0x7f800000u);
   if (y == 0.0 || x == 1.0) return 1.0;
   if (isnan(x) || isnan(y)) return x + y;
@@ -53,7 +61,7 @@ struct pow_op {
   else if (isinf(y)) r = (ax > 1.0) == (y > 0.0) ? inf : 0.0;
   else {
     if (neg && !y_int) return uintBitsToFloat(0x7fc00000u);
-    r = exp2(y * log2(ax));
+    r = kiln_exp(y * kiln_log(ax));
   }
   return neg && y_odd ? -r : r;
 }
