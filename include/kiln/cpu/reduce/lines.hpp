@@ -161,6 +161,49 @@ float sum_of(const float* x, index_t n, F&& f, const Pf& pf = {}) {
   return acc;
 }
 
+/// The sums over x[0, n) of d = x[i] - s and of d^2, in one pass (layer_norm's
+/// statistics): four accumulators for each; `pf`: a prefetch hook (see no_prefetch).
+struct shifted_sums_t {
+  float d = 0, dd = 0;
+};
+template <class A, class Pf = no_prefetch>
+shifted_sums_t shifted_sums(const float* x, index_t n, float s, const Pf& pf = {}) {
+  index_t i = 0;
+  shifted_sums_t r;
+  if constexpr (simd::enabled<A>) {
+    using V = xsimd::batch<float, A>;
+    constexpr auto W = static_cast<index_t>(V::size);
+    const V sv(s);
+    V a0(0.0f), a1(0.0f), a2(0.0f), a3(0.0f), q0(0.0f), q1(0.0f), q2(0.0f), q3(0.0f);
+    for (; i + 4 * W <= n; i += 4 * W) {
+      pf(i, 4 * W);
+      const V d0 = V::load_unaligned(x + i) - sv, d1 = V::load_unaligned(x + i + W) - sv;
+      const V d2 = V::load_unaligned(x + i + 2 * W) - sv, d3 = V::load_unaligned(x + i + 3 * W) - sv;
+      a0 += d0;
+      a1 += d1;
+      a2 += d2;
+      a3 += d3;
+      q0 = fmadd(d0, d0, q0);
+      q1 = fmadd(d1, d1, q1);
+      q2 = fmadd(d2, d2, q2);
+      q3 = fmadd(d3, d3, q3);
+    }
+    for (; i + W <= n; i += W) {
+      const V d = V::load_unaligned(x + i) - sv;
+      a0 += d;
+      q0 = fmadd(d, d, q0);
+    }
+    r.d = xsimd::hadd((a0 + a1) + (a2 + a3));
+    r.dd = xsimd::hadd((q0 + q1) + (q2 + q3));
+  }
+  for (; i < n; ++i) {
+    const float d = x[i] - s;
+    r.d += d;
+    r.dd += d * d;
+  }
+  return r;
+}
+
 /// y[i] = f(x[i]) over [0, n) (y may be x), returning the sum of the new values; `pf`: a
 /// prefetch hook (see no_prefetch).
 template <class A, class F, class Pf = no_prefetch>

@@ -191,10 +191,11 @@ struct softmax_algo {
 };
 
 /// layer_norm (Root = false) and rms_norm (Root = true), with optional weight and bias.
-/// layer_norm works on x - s, s the row's first element: for a row whose mean is large
-/// against its spread (values around 1e4, spread 0.1) x - s is exact and small, so the
-/// mean of the differences, the variance (two-pass over each buffer) and the output
-/// (x - s) - mean keep the precision a float mean near 1e4 (ulp 1e-3) would lose.
+/// layer_norm works on x - s, s the mean of the row's first vector: for a row whose mean
+/// is large against its spread (values around 1e4, spread 0.1) x - s is exact and small,
+/// so the mean of the differences, the variance and the output (x - s) - mean keep the
+/// precision a float mean near 1e4 (ulp 1e-3) would lose. The variance takes one pass
+/// (sums of d and d^2) when the mean is within the spread of s, else two.
 template <bool Root>
 struct norm_algo {
   struct stats {
@@ -208,21 +209,39 @@ struct norm_algo {
   const float* w = nullptr;  // [extent] or null
   const float* b = nullptr;
 
+  /// layer_norm's shift: the mean of the row's first vector (its first element when
+  /// shorter), near the row's mean far more often than one element is.
+  template <class A>
+  static float shift_of(const float* x, index_t n) {
+    if constexpr (simd::enabled<A>) {
+      using V = xsimd::batch<float, A>;
+      constexpr auto W = static_cast<index_t>(V::size);
+      if (n >= W) return xsimd::hadd(V::load_unaligned(x)) / static_cast<float>(W);
+    }
+    return x[0];
+  }
+
   template <class A, class Pf = cpu_lines::no_prefetch>
   void add(stats& st, const float* x, index_t n, const Pf& pf = {}) const {
     if constexpr (Root) {
       st.m2 += cpu_lines::sum_of<A>(x, n, [](const auto& v) { return v * v; }, pf);
     } else {
       if (n == 0) return;
-      if (st.count == 0) st.shift = x[0];
+      if (st.count == 0) st.shift = shift_of<A>(x, n);
       const float sh = st.shift;
-      const float mc = cpu_lines::sum_of<A>(x, n, [sh](const auto& v) { return v - std::remove_cvref_t<decltype(v)>(sh); }, pf) /
-                       static_cast<float>(n);
-      const float m2c = cpu_lines::sum_of<A>(x, n, [sh, mc](const auto& v) {
-        using V = std::remove_cvref_t<decltype(v)>;
-        const V d = (v - V(sh)) - V(mc);
-        return d * d;
-      });
+      // one pass: the sums of d = x - sh and of d^2, then sum (d - mean)^2 = sum d^2 -
+      // n mean^2, which cancels as far as the mean stands from the shift: by at most a
+      // factor 2 (|mean| <= the spread) it is kept, else the exact second pass runs
+      const cpu_lines::shifted_sums_t ss = cpu_lines::shifted_sums<A>(x, n, sh, pf);
+      const float mc = ss.d / static_cast<float>(n);
+      float m2c = ss.dd - ss.d * mc;
+      if (!(m2c >= 0.5f * ss.dd)) {  // also a NaN or inf in the row: the second pass says what
+        m2c = cpu_lines::sum_of<A>(x, n, [sh, mc](const auto& v) {
+          using V = std::remove_cvref_t<decltype(v)>;
+          const V d = (v - V(sh)) - V(mc);
+          return d * d;
+        });
+      }
       const double na = st.count, nb = double(n), nt = na + nb;
       const double delta = double(mc) - double(st.mean);
       st.mean = static_cast<float>(double(st.mean) + delta * nb / nt);
