@@ -6,8 +6,8 @@
 // kiln::transpose, broadcast additive masks with whole masked blocks and fully masked
 // rows, softcap, an explicit scale, large logits, f16 storage, the fused forms (a
 // prologue on q, `attention(q, k, v) * gate`) as the variant's dispatches, and every
-// variant forced (KILN_VULKAN_ATTENTION) and chosen by shape (flash_lanes on CPU devices,
-// flash elsewhere), with the name kiln::kernel_variant gives. Distinct kernels are kept few: lavapipe compiles each
+// variant forced (KILN_VULKAN_ATTENTION; flash_slices is forced only) and chosen by shape
+// (flash_lanes on CPU devices, flash elsewhere), with the name kiln::kernel_variant gives. Distinct kernels are kept few: lavapipe compiles each
 // pipeline for seconds.
 //
 // The reference and its tolerance: tests/support/attention_reference.hpp.
@@ -106,6 +106,43 @@ TEST_F(attention, flash_shared_tiles_forced) {
   EXPECT_NE(check(x, causal(), "forced flash, causal").find("vulkan.attention.flash "), std::string::npos);
   check(make(g, {1, 2, 2, 70, 33, 64, 64}), causal(), "forced flash, Sq > Skv");
   check(make(g, {2, 8, 2, 21, 29, 7, 7}), {}, "forced flash, gqa 4, D 7");
+}
+
+// The GPU kernel with each row spread over a subgroup's invocations, forced (it is not
+// chosen by shape yet): causal tails, Sq > Skv, GQA with an odd head dim (one invocation
+// a row), D 128 (four), a mask with a fully masked row, softcap, strided k / v (element
+// reads), f16 storage.
+TEST_F(attention, flash_slices_forced) {
+  const auto& info = kiln::vulkan::device(kiln_test::gpu());
+  const auto& ops = info.subgroup_operations;
+  if (!info.subgroups_in_compute || std::find(ops.begin(), ops.end(), "shuffle") == ops.end()) {
+    GTEST_SKIP() << "no subgroup shuffles in compute shaders";
+  }
+  auto g = kiln_test::rng();
+  kiln_test::scoped_env env("KILN_VULKAN_ATTENTION", "flash_slices");
+  const operands x = make(g, {1, 2, 2, 37, 37, 64, 64});
+  const std::string name = check(x, causal(), "forced flash_slices, causal");
+  EXPECT_NE(name.find("vulkan.attention.flash_slices 64x32 (2 invocations a row)"), std::string::npos) << name;
+  check(x, {}, "forced flash_slices, full");
+  check(make(g, {1, 2, 2, 70, 33, 64, 64}), causal(), "forced flash_slices, Sq > Skv");
+  check(make(g, {2, 8, 2, 21, 29, 7, 7}), {}, "forced flash_slices, gqa 4, D 7");
+  const operands y = make(g, {1, 4, 1, 45, 150, 128, 128}, 3.0f);
+  kiln::attention_options o = causal();
+  o.softcap = 5.0f;
+  EXPECT_NE(check(y, o, "forced flash_slices, mqa, D 128, softcap").find("(4 invocations a row)"), std::string::npos);
+  const float inf = std::numeric_limits<float>::infinity();
+  auto h = kiln_test::uniform(g, static_cast<std::size_t>(37 * 37), -2.0f, 2.0f);
+  for (index_t j = 0; j < 37; ++j) h[static_cast<std::size_t>(5 * 37 + j)] = -inf;  // row 5 sees nothing
+  auto m = kiln::from_host(kiln_test::gpu(), {37, 37}, std::span<const float>(h));
+  check(x.d, x.q, x.k, x.v, kiln::attention_options{}, "forced flash_slices, mask", m);
+  const dims d{2, 4, 2, 23, 31, 64, 64};
+  auto ks = rand_tensor(g, {d.B, d.Skv, d.Hkv, d.D});
+  auto vs = rand_tensor(g, {d.B, d.Skv, d.Hkv, d.Dv});
+  check(d, rand_tensor(g, {d.B, d.Hq, d.Sq, d.D}), kiln::transpose(ks, 1, 2), kiln::transpose(vs, 1, 2), causal(),
+        "forced flash_slices, bshd k / v");
+  const dims f{1, 2, 2, 29, 41, 64, 64};
+  check(f, rand_tensor<kiln::half>(g, {f.B, f.Hq, f.Sq, f.D}), rand_tensor<kiln::half>(g, {f.B, f.Hkv, f.Skv, f.D}),
+        rand_tensor<kiln::half>(g, {f.B, f.Hkv, f.Skv, f.Dv}), causal(), "forced flash_slices, f16");
 }
 
 // Long rows (thousands of key tiles per workgroup) on the variant chosen by shape: vec4

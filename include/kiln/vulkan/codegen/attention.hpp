@@ -20,6 +20,12 @@
 //           arrays, so flash's staged tiles and RQ rows cost more than they save there
 //           (B1 H4 D128 causal on a 2-core EPYC: S 512 35 ms against 58, S 2048 510
 //           against 891).
+//   flash_slices  each query row spread over L invocations of a subgroup (L = 2, 4, 8 as
+//           D grows), each holding a slice of q and of the accumulators (32 floats of
+//           each at D = 128), scores summed by subgroupShuffleXor; K/V tiles staged in
+//           shared memory as flash. For GPUs, where flash keeps 2 D floats a row in one
+//           invocation's registers (spilled at D = 128). Forced only
+//           (KILN_VULKAN_ATTENTION=flash_slices) until it is measured on a GPU.
 //   decode  Sq <= 4: one workgroup per query row, invocations over keys (a score each,
 //           the tile's max by subgroup / shared-memory reduction), then over the output
 //           columns for p v. One dispatch.
@@ -29,7 +35,8 @@
 //           over a long Skv.
 // D and Dv are compile-time (#defines: register arrays); tile and workgroup sizes are
 // specialisation constants; causal, scale and softcap are parameters (no new kernel).
-// KILN_VULKAN_ATTENTION=flash|decode|split forces a variant (tests, benchmarks).
+// KILN_VULKAN_ATTENTION=flash|flash_lanes|flash_slices|decode|split forces a variant
+// (tests, benchmarks).
 #pragma once
 
 #include <algorithm>
@@ -50,34 +57,43 @@
 
 namespace kiln::detail::vk {
 
-enum class attention_kind : std::uint8_t { flash = 1, decode = 2, split = 3, flash_lanes = 4 };
+enum class attention_kind : std::uint8_t { flash = 1, decode = 2, split = 3, flash_lanes = 4, flash_slices = 5 };
 
 /// A chosen attention variant and its sizes.
 struct attention_choice {
   attention_kind kind = attention_kind::flash;
   std::uint32_t wg = 64;      // invocations per workgroup
   std::uint32_t rq = 1;       // flash: query rows per invocation (BQ = wg * rq)
-  std::uint32_t bkv = 32;     // flash: keys per shared-memory tile
+  std::uint32_t lanes = 1;    // flash_slices: invocations per query row (BQ = wg / lanes)
+  std::uint32_t bkv = 32;     // flash, flash_slices: keys per shared-memory tile
   std::uint32_t splits = 1;   // split: key chunks per row
   std::uint64_t chunk = 0;    // split: keys per chunk (a multiple of wg)
 
-  std::uint32_t bq() const { return wg * rq; }
+  std::uint32_t bq() const { return kind == attention_kind::flash_slices ? wg / lanes : wg * rq; }
+  /// flash_slices: vec4s of a row of n elements that each invocation holds.
+  std::uint32_t slice4(index_t n) const {
+    return static_cast<std::uint32_t>(((n + 3) / 4 + lanes - 1) / lanes);
+  }
   /// Shared memory the kernel declares, in bytes, for head dims d and dv.
   std::uint32_t shared_bytes(index_t d, index_t dv) const {
     const auto d4 = static_cast<std::uint32_t>((d + 3) / 4), dv4 = static_cast<std::uint32_t>((dv + 3) / 4);
     if (kind == attention_kind::flash) return bkv * (d4 + dv4) * 16;
+    if (kind == attention_kind::flash_slices) return bkv * (slice4(d) + slice4(dv)) * lanes * 16;
     if (kind == attention_kind::flash_lanes) return 0;
     return 2 * wg * 4;
   }
   /// Specialisation constants 2, 3, ... (see kernels/attention/*.comp).
   std::vector<std::uint32_t> constants() const {
     if (kind == attention_kind::flash) return {wg, rq, bkv};
-    return {wg};  // flash_lanes, decode, split
+    return {wg};  // flash_lanes, flash_slices (its tile is a #define), decode, split
   }
   std::string name() const {
     switch (kind) {
       case attention_kind::flash: return "vulkan.attention.flash " + std::to_string(bq()) + "x" + std::to_string(bkv);
       case attention_kind::flash_lanes: return "vulkan.attention.flash_lanes " + std::to_string(wg) + "x" + std::to_string(wg);
+      case attention_kind::flash_slices:
+        return "vulkan.attention.flash_slices " + std::to_string(bq()) + "x" + std::to_string(bkv) + " (" +
+               std::to_string(lanes) + " invocations a row)";
       case attention_kind::decode: return "vulkan.attention.decode";
       case attention_kind::split: return "vulkan.attention.split " + std::to_string(splits) + " (2 dispatches)";
     }
@@ -92,6 +108,13 @@ inline bool attention_lanes_fit(const gemm_device& dev) {
          dev.subgroup <= std::min(dev.max_invocations, dev.max_wg_x);
 }
 
+/// Whether device dev runs flash_slices: subgroup shuffles in compute shaders and a
+/// workgroup of 128 invocations that whole subgroups fill.
+inline bool attention_slices_fit(const gemm_device& dev) {
+  return dev.shuffle && dev.subgroup >= 1 && dev.subgroup <= 128 && 128 % dev.subgroup == 0 &&
+         std::min(dev.max_invocations, dev.max_wg_x) >= 128;
+}
+
 /// The variant for dims d on device dev; `forced` (KILN_VULKAN_ATTENTION) overrides.
 /// `what` names the operands for errors: kiln::device_error when nothing fits the device.
 inline attention_choice select_attention(const attention_dims& d, const gemm_device& dev, std::string_view forced,
@@ -102,11 +125,12 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
   attention_choice c;
   if (forced == "flash") c.kind = attention_kind::flash;
   else if (forced == "flash_lanes") c.kind = attention_kind::flash_lanes;
+  else if (forced == "flash_slices") c.kind = attention_kind::flash_slices;
   else if (forced == "decode") c.kind = attention_kind::decode;
   else if (forced == "split") c.kind = attention_kind::split;
   else if (!forced.empty()) {
     throw device_error(what + ": KILN_VULKAN_ATTENTION is '" + std::string(forced) +
-                       "'; it must be flash, flash_lanes, decode or split (or unset: chosen by shape)");
+                       "'; it must be flash, flash_lanes, flash_slices, decode or split (or unset: chosen by shape)");
   } else if (d.Sq <= 4) {
     c.kind = attention_kind::decode;
   } else if (attention_lanes_fit(dev)) {
@@ -128,6 +152,21 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
     c.rq = 1;
     c.bkv = c.wg;
     return c;
+  }
+  if (c.kind == attention_kind::flash_slices) {
+    if (!attention_slices_fit(dev)) {
+      throw device_error(what + ": KILN_VULKAN_ATTENTION is flash_slices, which needs subgroup shuffles in compute "
+                                "shaders and workgroups of 128 invocations made of whole subgroups");
+    }
+    c.wg = 128;
+    // the fewest invocations a row (a power of 2, within a subgroup) that leave each at
+    // most 8 vec4s of q and of the accumulators
+    const std::uint32_t most = std::min<std::uint32_t>(8, pow2_at_most(dev.subgroup));
+    for (c.lanes = 1; c.lanes < most && std::max(c.slice4(d.D), c.slice4(d.Dv)) > 8;) c.lanes *= 2;
+    for (c.bkv = 32; c.bkv >= 4; c.bkv /= 2)
+      if (c.shared_bytes(d.D, d.Dv) <= dev.shared_bytes) return c;
+    c.bkv = 4;
+    return fail("flash_slices");
   }
   if (c.kind == attention_kind::flash) {
     c.wg = std::min<std::uint32_t>(dev.cpu ? 8 : 64, pow2_at_most(max_wg));
@@ -176,7 +215,8 @@ struct attention_plan {
   index_t D = 0, Dv = 0;
   std::uint32_t dvl = 1;   // decode / split: output columns per invocation (ceil(Dv / wg))
   bool subgroup = false;   // decode / split: subgroupMax for the tile's max
-  bool k4 = false, v4 = false;  // flash_lanes: k / v rows read as vec4s (f32, contiguous along D, 4-aligned)
+  bool k4 = false, v4 = false;  // flash_lanes, flash_slices: k / v rows read as vec4s (f32, contiguous along D, 4-aligned)
+  std::uint32_t lanes = 1, bkv = 0;  // flash_slices: invocations a row, keys a tile (#defines)
 };
 
 inline std::string attention_plan_key(const attention_plan& a) {
@@ -186,7 +226,8 @@ inline std::string attention_plan_key(const attention_plan& a) {
   k += static_cast<char>(a.phase);
   k += static_cast<char>(a.subgroup);
   k += static_cast<char>(a.k4 | a.v4 << 1);
-  k += std::to_string(a.D) + "," + std::to_string(a.Dv) + "," + std::to_string(a.dvl);
+  k += std::to_string(a.D) + "," + std::to_string(a.Dv) + "," + std::to_string(a.dvl) + "," + std::to_string(a.lanes) +
+       "," + std::to_string(a.bkv);
   return k;
 }
 
@@ -195,7 +236,7 @@ inline structural_family_text attention_family_text(const attention_plan& a, std
   using structural_text::load;
   const structural_plan& sp = a.base;
   structural_family_text f;
-  static constexpr const char* kinds[] = {"", "flash", "decode", "split", "flash_lanes"};
+  static constexpr const char* kinds[] = {"", "flash", "decode", "split", "flash_lanes", "flash_slices"};
   const bool mask = sp.params.size() > 2;
   f.comment = std::string("// attention ") + kinds[static_cast<int>(a.kind)] + ", phase " + std::to_string(a.phase) +
               ", D " + std::to_string(a.D) + ", Dv " + std::to_string(a.Dv) + (mask ? ", additive mask" : "") +
@@ -219,6 +260,13 @@ inline structural_family_text attention_family_text(const attention_plan& a, std
   def("KILN_K4", a.k4 ? "1" : "0");
   def("KILN_V4", a.v4 ? "1" : "0");
   def("KILN_RESULT", std::string(result_type));
+  if (a.kind == attention_kind::flash_slices) {
+    const auto slice4 = [&](index_t n) { return std::to_string(((n + 3) / 4 + a.lanes - 1) / a.lanes) + "u"; };
+    def("KILN_L", std::to_string(a.lanes) + "u");
+    def("KILN_DS", slice4(a.D));
+    def("KILN_DVS", slice4(a.Dv));
+    def("KILN_BKV", std::to_string(a.bkv) + "u");
+  }
   if (a.phase) {
     f.buffers += "layout(std430, set = 0, binding = " + std::to_string(sp.bindings) + ") " +
                  (a.phase == 1 ? "writeonly " : "readonly ") + "buffer kiln_partial_buf { float kiln_partial[]; };\n";
@@ -307,13 +355,14 @@ attention_choice attention_choice_of(const S& s, const gemm_device& dev) {
 }
 
 /// Plans and generates the attention kernel of `out = n` (a planned tree whose structural
-/// node is an attention). templates: kernels/attention/{flash,flash_lanes,decode,merge}.comp. Throws
+/// node is an attention). templates: kernels/attention/{flash,flash_lanes,flash_slices,decode,merge}.comp. Throws
 /// kiln::shape_error where sizes pass the kernels' 32-bit indexing, kiln::device_error
 /// where no variant fits the device.
 template <class T, class B, class N>
 attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, const gemm_device& dev,
                                        std::uint32_t max_push_bytes, std::string_view flash_glsl,
-                                       std::string_view flash_lanes_glsl, std::string_view decode_glsl,
+                                       std::string_view flash_lanes_glsl, std::string_view flash_slices_glsl,
+                                       std::string_view decode_glsl,
                                        std::string_view merge_glsl) {
   using namespace structural_detail;
   using gemm_detail::ceil_div;
@@ -346,7 +395,8 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
   a.kind = c.kind;
   a.D = d.D;
   a.Dv = d.Dv;
-  const bool flashy = c.kind == attention_kind::flash || c.kind == attention_kind::flash_lanes;
+  const bool flashy = c.kind == attention_kind::flash || c.kind == attention_kind::flash_lanes ||
+                      c.kind == attention_kind::flash_slices;
   a.dvl = flashy ? 1 : static_cast<std::uint32_t>(ceil_div(std::uint64_t(std::max<index_t>(d.Dv, 1)), c.wg));
   a.subgroup = !flashy && dev.subgroup > 1 && c.wg % dev.subgroup == 0;
   binder bind;
@@ -360,7 +410,11 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
       },
       s.params);
   a.base.bindings = static_cast<std::uint32_t>(bind.storages.size());
-  if (c.kind == attention_kind::flash_lanes) {
+  if (c.kind == attention_kind::flash_slices) {
+    a.lanes = c.lanes;
+    a.bkv = c.bkv;
+  }
+  if (c.kind == attention_kind::flash_lanes || c.kind == attention_kind::flash_slices) {
     // vec4 rows: f32, contiguous along D, every row start a multiple of 4 elements
     const auto rows4 = [](const auto& t, index_t dim) {
       if constexpr (!std::is_same_v<typename std::remove_cvref_t<decltype(t)>::value_type, float>) {
@@ -421,6 +475,8 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
     kn.first = &cached_attention_source<T>(n, s, a, flash_glsl);
   } else if (c.kind == attention_kind::flash_lanes) {
     kn.first = &cached_attention_source<T>(n, s, a, flash_lanes_glsl);
+  } else if (c.kind == attention_kind::flash_slices) {
+    kn.first = &cached_attention_source<T>(n, s, a, flash_slices_glsl);
   } else if (c.kind == attention_kind::decode) {
     kn.first = &cached_attention_source<T>(n, s, a, decode_glsl);
   } else {

@@ -1,5 +1,5 @@
 // kiln/vulkan/ops/attention.hpp — a statement holding one attention (attend family) as
-// ONE dispatch of kernels/attention/flash.comp, flash_lanes.comp or decode.comp with the
+// ONE dispatch of kernels/attention/flash.comp, flash_lanes.comp, flash_slices.comp or decode.comp with the
 // statement's prologue (q's expression) and epilogue spliced in (codegen/attention.hpp), or the
 // split-KV variant's two dispatches (partial softmaxes over key chunks, then their merge
 // and the epilogue). ctx.kernels_launched() counts dispatches. The variant and its sizes
@@ -60,7 +60,7 @@ void record_attention_kernel(const tensor<T, B>& out, const N& n) {
   const device_info& info = ctx.info();
   const attention_kernel kn =
       make_attention_kernel(out, n, gemm_device_of(ctx), std::max<std::uint32_t>(info.max_push_constants, 4),
-                            kernels::attention_flash, kernels::attention_flash_lanes,
+                            kernels::attention_flash, kernels::attention_flash_lanes, kernels::attention_flash_slices,
                             kernels::attention_decode, kernels::attention_merge);
   if (kn.empty) return;
   const structural_plan& plan = kn.first->plan;
