@@ -3,6 +3,8 @@
 // that ran (kiln::kernel_variant):
 //   BM_attention_flash/vulkan/<S>          B=1, H=4, D=128, Sq = Skv = S, causal, f32: one
 //                                          flash kernel (Sq x Skv scores never stored)
+//   BM_attention_flash_slices/vulkan/<S>   the same on flash_slices (forced: each row spread
+//                                          over a subgroup's invocations, for GPUs)
 //   BM_attention_materialised/vulkan/<S>   the same as s = (q k^T) * scale + causal mask,
 //                                          p = softmax(s), y = p v: two matmuls around an
 //                                          S x S softmax (three statements)
@@ -54,9 +56,10 @@ void flops(benchmark::State& state, double h, double sq, double skv, bool causal
   state.counters["GFLOP/s"] = benchmark::Counter(f, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
-void BM_attention_flash(benchmark::State& state) {
+void flash(benchmark::State& state, const char* variant) {
   auto* g = gpu();
   if (!g) return state.SkipWithError("no Vulkan device");
+  forced_variant force(variant);
   const index_t S = state.range(0);
   gpu_tensor q = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 1);
   gpu_tensor k = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 2);
@@ -73,6 +76,9 @@ void BM_attention_flash(benchmark::State& state) {
   }
   flops(state, double(H), double(S), double(S), true);
 }
+
+void BM_attention_flash(benchmark::State& s) { flash(s, nullptr); }
+void BM_attention_flash_slices(benchmark::State& s) { flash(s, "flash_slices"); }
 
 void BM_attention_materialised(benchmark::State& state) {
   auto* g = gpu();
@@ -132,6 +138,7 @@ void BM_attention_decode_single(benchmark::State& s) { decode(s, "decode"); }
 }  // namespace
 
 BENCHMARK(BM_attention_flash)->Name("BM_attention_flash/vulkan")->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_attention_flash_slices)->Name("BM_attention_flash_slices/vulkan")->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_attention_materialised)->Name("BM_attention_materialised/vulkan")->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_attention_decode)->Name("BM_attention_decode/vulkan")->Args({4096, 8})->Args({16384, 8})->Args({16384, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_attention_decode_single)->Name("BM_attention_decode_single/vulkan")->Args({4096, 8})->Args({16384, 8})->Args({16384, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
