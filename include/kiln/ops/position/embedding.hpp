@@ -76,6 +76,10 @@ auto embedding(Tb&& table, I&& ids) {
   }
   kiln::shape out = is;
   out.push_back(n.input_shape[1]);
+  if (!detail::extents_fit(out)) {  // ids and table within the limit can make a result beyond it
+    throw shape_error("kiln::embedding: the result " + out.to_string() + " spans more than 2^59 elements (table " +
+                      n.arg.describe() + ", ids " + std::get<0>(n.params).describe() + ")");
+  }
   n.shape_ = out;
   return n;
 }
