@@ -22,6 +22,7 @@ shared float kiln_p[WG];
 shared float kiln_red[WG];
 
 #define kiln_ninf uintBitsToFloat(0xff800000u)
+#define kiln_pinf uintBitsToFloat(0x7f800000u)
 
 float kiln_wg_max(float x, uint lid) {
 #if KILN_SUBGROUP
@@ -93,6 +94,7 @@ void main() {
 #if KILN_MASK
       x += kiln_m(mrow + int(j) * p.ms3);
 #endif
+      if (isnan(x)) x = kiln_pinf;  // max() may drop a NaN: +inf keeps the row NaN, not "no key"
     }
     float mn = max(m, kiln_wg_max(x, lid));
     if (mn == kiln_ninf) continue;  // uniform: nothing visible yet

@@ -27,6 +27,7 @@ shared vec4 kiln_ks[BKV * KILN_D4];   // [key][d / 4]
 shared vec4 kiln_vs[BKV * KILN_DV4];  // [key][dv / 4]
 
 #define kiln_ninf uintBitsToFloat(0xff800000u)
+#define kiln_pinf uintBitsToFloat(0x7f800000u)
 
 void main() {
   uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -115,6 +116,7 @@ void main() {
 #if KILN_MASK
           x += kiln_m(mrow[r] + gj * p.ms3);
 #endif
+          if (isnan(x)) x = kiln_pinf;  // max() may drop a NaN: +inf keeps the row NaN, not "no key"
         }
         sc[r][j] = x;
       }

@@ -31,6 +31,7 @@ layout(local_size_x_id = 2) in;
 layout(constant_id = 2) const uint WG = 8;
 
 #define kiln_ninf uintBitsToFloat(0xff800000u)
+#define kiln_pinf uintBitsToFloat(0x7f800000u)
 
 void main() {
   uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -110,6 +111,7 @@ void main() {
 #if KILN_MASK
           x += kiln_m(mrow + gj * p.ms3);
 #endif
+          if (isnan(x)) x = kiln_pinf;  // max() may drop a NaN: +inf keeps the row NaN, not "no key"
         }
         sc[j + u] = x;
       }

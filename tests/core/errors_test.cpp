@@ -174,3 +174,30 @@ TYPED_TEST(errors_on, errors_are_catchable_as_kiln_error_and_runtime_error) {
   EXPECT_THROW((void)(a + b), std::runtime_error);
   EXPECT_THROW((void)kiln::reshape(a, {3}), kiln::error);
 }
+
+// A moved-from context owns no state: using it throws kiln::device_error naming what was
+// asked of it (it used to dereference a null state and crash); the context it was moved
+// into works.
+TYPED_TEST(errors_on, moved_from_context_throws) {
+  kiln::context<TypeParam> from = kiln_test::ctx<TypeParam>();  // a handle sharing the test context's state
+  kiln::context<TypeParam> into = std::move(from);
+  const auto device_error_of = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const kiln::device_error& e) {
+      return e.what();
+    }
+    return "<no kiln::device_error>";
+  };
+  const std::string made = device_error_of([&] { (void)kiln::empty<float>(from, {4}); });
+  EXPECT_NE(made.find("moved from"), std::string::npos) << made;
+  EXPECT_NE(device_error_of([&] { (void)from.device_name(); }).find("kiln::context::device_name"), std::string::npos);
+  EXPECT_THROW(from.synchronize(), kiln::device_error);
+  EXPECT_THROW(from.set_profiling(true), kiln::device_error);
+  EXPECT_THROW((void)from.profile(), kiln::device_error);
+  EXPECT_THROW((void)kiln::profile_table(from), kiln::device_error);
+  EXPECT_THROW((void)kiln::full(from, {2}, 1.0f), kiln::device_error);
+  auto y = kiln::full(into, {3}, 2.0f);
+  y = y * 3.0f;
+  EXPECT_EQ(y.to_host(), (std::vector<float>(3, 6.0f)));
+}

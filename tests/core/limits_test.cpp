@@ -126,6 +126,44 @@ TYPED_TEST(limits, empty_tensor_as_an_input_throws) {
   EXPECT_EQ(fresh.to_host(), (std::vector<float>(4, 3.0f)));
 }
 
+// Structural ops whose operands are within the element limit (broadcast views) but whose
+// result is not: a clear error naming the op and the result's shape, never a result
+// tensor whose element count wrapped (it used to come out empty).
+TYPED_TEST(limits, structural_results_past_the_limit_throw) {
+  auto& ctx = kiln_test::ctx<TypeParam>();
+  constexpr index_t g32 = index_t(1) << 32;
+  auto one = kiln::full(ctx, {1, 1}, 1.0f);
+  kiln::tensor<float, TypeParam> y;
+  const std::string mm = shape_error_of([&] {
+    y = kiln::matmul(kiln::broadcast_to(one, kiln::shape{g32, 1}), kiln::broadcast_to(one, kiln::shape{1, g32}));
+  });
+  EXPECT_TRUE(has(mm, "kiln::matmul: the result [4294967296, 4294967296]")) << mm;
+  EXPECT_TRUE(has(mm, "2^59")) << mm;
+  // batch dimensions broadcast against each other
+  auto one4 = kiln::full(ctx, {1, 1, 1, 1}, 1.0f);
+  EXPECT_TRUE(has(shape_error_of([&] {
+                    y = kiln::matmul(kiln::broadcast_to(one4, kiln::shape{g32, 1, 1, 1}),
+                                     kiln::broadcast_to(one4, kiln::shape{1, g32, 1, 1}));
+                  }),
+                  "kiln::matmul: the result [4294967296, 4294967296, 1, 1]"));
+  EXPECT_TRUE(has(shape_error_of([&] {
+                    y = kiln::linear(kiln::broadcast_to(one, kiln::shape{g32, 1}), kiln::broadcast_to(one, kiln::shape{g32, 1}));
+                  }),
+                  "kiln::linear: the result"));
+  const kiln::shape qs{index_t(1) << 30, 1, index_t(1) << 29, 1}, vs{index_t(1) << 30, 1, 1, index_t(1) << 29};
+  auto q = kiln::broadcast_to(one4, qs);
+  const std::string at = shape_error_of([&] { y = kiln::attention(q, kiln::slice(q, 2, 0, 1), kiln::broadcast_to(one4, vs)); });
+  EXPECT_TRUE(has(at, "kiln::attention: the result [1073741824, 1, 536870912, 536870912]")) << at;
+  auto table = kiln::zeros<float>(ctx, {4, 4096});
+  auto ids = kiln::broadcast_to(kiln::zeros<std::int32_t>(ctx, {1}), kiln::shape{index_t(1) << 50});
+  EXPECT_TRUE(has(shape_error_of([&] { y = kiln::embedding(table, ids); }), "kiln::embedding: the result [1125899906842624, 4096]"));
+  auto w = kiln::full(ctx, {4096, 32}, 0.5f);
+  const auto qw = kiln::quantize<kiln::quant::int8>(w);
+  auto x = kiln::broadcast_to(kiln::full(ctx, {1, 32}, 1.0f), kiln::shape{index_t(1) << 48, 32});
+  EXPECT_TRUE(has(shape_error_of([&] { y = kiln::linear(x, qw); }), "kiln::linear: the result [281474976710656, 4096]"));
+  EXPECT_FALSE(y.defined());  // no statement wrote anything
+}
+
 // An expression broadcasts into its target as NumPy's `y[...] = x` and PyTorch's
 // `y.copy_(x)` do; the target keeps its shape.
 TYPED_TEST(limits, assignment_broadcasts_into_the_target) {

@@ -279,3 +279,35 @@ TEST_F(attention, empty_and_single) {
   for (float v : z.to_host()) ASSERT_EQ(v, 0.0f);
   check(make(g, {1, 1, 1, 1, 1, 64, 64}), {}, "one key, one query");
 }
+
+// A row whose scores are all NaN (a NaN mask row, NaN keys) is NaN as on the CPU, on every
+// variant: GLSL's max() may drop a NaN, and such rows used to take the "sees no key" path
+// and come out as zeros. Other rows stay finite.
+TEST_F(attention, a_row_of_nan_scores_is_nan) {
+  auto g = kiln_test::rng();
+  const index_t Sq = 40, Skv = 70, D = 8;
+  auto q = rand_tensor(g, {1, 1, Sq, D});
+  auto k = rand_tensor(g, {1, 1, Skv, D});
+  auto v = rand_tensor(g, {1, 1, Skv, D});
+  std::vector<float> mh(static_cast<std::size_t>(Sq * Skv), 0.0f);
+  for (index_t j = 0; j < Skv; ++j) mh[static_cast<std::size_t>(3 * Skv + j)] = std::numeric_limits<float>::quiet_NaN();
+  auto mask = kiln::from_host(kiln_test::gpu(), {Sq, Skv}, std::span<const float>(mh));
+  auto nan_k = kiln::full(kiln_test::gpu(), {1, 1, Skv, D}, std::numeric_limits<float>::quiet_NaN());
+  for (const char* variant : {"flash", "flash_lanes", "decode", "split"}) {
+    kiln_test::scoped_env env("KILN_VULKAN_ATTENTION", variant);
+    for (index_t rows : {index_t(1), Sq}) {
+      gpu_f32 y;
+      y = kiln::attention(kiln::slice(q, 2, 0, rows), k, v, kiln::slice(mask, 0, Sq - rows, Sq));
+      const auto h = y.to_host();
+      for (index_t i = 0; i < rows; ++i)
+        for (index_t c = 0; c < D; ++c) {
+          const float e = h[static_cast<std::size_t>(i * D + c)];
+          if (Sq - rows + i == 3) EXPECT_TRUE(std::isnan(e)) << variant << " rows " << rows << ": row " << i << " is " << e;
+          else EXPECT_TRUE(std::isfinite(e)) << variant << " rows " << rows << ": row " << i << " is " << e;
+        }
+      gpu_f32 z;
+      z = kiln::attention(kiln::slice(q, 2, 0, rows), nan_k, v);
+      for (float e : z.to_host()) EXPECT_TRUE(std::isnan(e)) << variant << " rows " << rows << ", NaN keys: " << e;
+    }
+  }
+}

@@ -32,6 +32,7 @@ shared float kiln_p[WG];
 shared float kiln_red[WG];
 
 #define kiln_ninf uintBitsToFloat(0xff800000u)
+#define kiln_pinf uintBitsToFloat(0x7f800000u)
 
 float kiln_wg_max(float x, uint lid) {
 #if KILN_SUBGROUP
@@ -103,6 +104,7 @@ void main() {
 #if KILN_MASK
       x += kiln_m(mrow + int(j) * p.ms3);
 #endif
+      if (isnan(x)) x = kiln_pinf;  // max() may drop a NaN: +inf keeps the row NaN, not "no key"
     }
     float mn = max(m, kiln_wg_max(x, lid));
     if (mn == kiln_ninf) continue;  // uniform: nothing visible yet
@@ -176,6 +178,7 @@ shared vec4 kiln_ks[BKV * KILN_D4];   // [key][d / 4]
 shared vec4 kiln_vs[BKV * KILN_DV4];  // [key][dv / 4]
 
 #define kiln_ninf uintBitsToFloat(0xff800000u)
+#define kiln_pinf uintBitsToFloat(0x7f800000u)
 
 void main() {
   uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -264,6 +267,7 @@ void main() {
 #if KILN_MASK
           x += kiln_m(mrow[r] + gj * p.ms3);
 #endif
+          if (isnan(x)) x = kiln_pinf;  // max() may drop a NaN: +inf keeps the row NaN, not "no key"
         }
         sc[r][j] = x;
       }
@@ -348,6 +352,7 @@ layout(local_size_x_id = 2) in;
 layout(constant_id = 2) const uint WG = 8;
 
 #define kiln_ninf uintBitsToFloat(0xff800000u)
+#define kiln_pinf uintBitsToFloat(0x7f800000u)
 
 void main() {
   uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -427,6 +432,7 @@ void main() {
 #if KILN_MASK
           x += kiln_m(mrow + gj * p.ms3);
 #endif
+          if (isnan(x)) x = kiln_pinf;  // max() may drop a NaN: +inf keeps the row NaN, not "no key"
         }
         sc[j + u] = x;
       }

@@ -316,3 +316,27 @@ TEST(attention, kv_cache_decode_loop_matches_full_attention) {
   auto k1 = rand_tensor(cpu(), g, {1, 2, 1, 64});
   EXPECT_THROW(cache.append(k1, k1), kiln::shape_error);
 }
+
+// kv_cache sizes: a negative one, or a value_dim below -1 (-1 alone means head_dim), throw
+// a kiln::shape_error naming kv_cache (value_dim -7 used to be taken as head_dim silently,
+// a negative length gave a bare "kiln::shape: negative extent").
+TEST(attention, kv_cache_rejects_bad_sizes) {
+  const auto message = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const kiln::shape_error& e) {
+      return e.what();
+    }
+    return "<no kiln::shape_error>";
+  };
+  const std::string neg = message([] { kiln::kv_cache<float, B> c(cpu(), 1, 2, -4, 8); });
+  EXPECT_TRUE(has(neg, "kiln::kv_cache")) << neg;
+  EXPECT_TRUE(has(neg, "max_len -4")) << neg;
+  EXPECT_TRUE(has(neg, "on cpu")) << neg;
+  EXPECT_TRUE(has(message([] { kiln::kv_cache<float, B> c(cpu(), 1, 2, 4, 8, -7); }), "value_dim -7"));
+  EXPECT_TRUE(has(message([] { kiln::kv_cache<float, B> c(cpu(), 1, -2, 4, 8); }), "heads -2"));
+  kiln::kv_cache<float, B> dflt(cpu(), 1, 2, 4, 8, -1);
+  EXPECT_EQ(dflt.v().shape(), (kiln::shape{1, 2, 0, 8}));
+  kiln::kv_cache<float, B> other(cpu(), 1, 2, 4, 8, 16);
+  EXPECT_EQ(other.v().shape(), (kiln::shape{1, 2, 0, 16}));
+}

@@ -373,4 +373,15 @@ TYPED_TEST(position_test, embedding_bad_ids) {
   EXPECT_TRUE(has(shape_error_of([&] { (void)kiln::embedding(t3, ids); }), "[V, D]"));
   kiln::tensor<std::int32_t, TypeParam> none;
   EXPECT_TRUE(has(shape_error_of([&] { (void)kiln::embedding(t, none); }), "empty tensor"));
+  // rank-8 ids leave no room for D: the error names the op (it used to be a bare
+  // "kiln: rank above the maximum of 8")
+  auto ids8 = kiln::zeros<std::int32_t>(c, {1, 1, 1, 1, 1, 1, 1, 2});
+  const std::string r8 = shape_error_of([&] { (void)kiln::embedding(t, ids8); });
+  EXPECT_TRUE(has(r8, "kiln::embedding: the ids i32[1, 1, 1, 1, 1, 1, 1, 2]")) << r8;
+  EXPECT_TRUE(has(r8, "maximum rank of 8")) << r8;
+  auto ids7 = kiln::zeros<std::int32_t>(c, {1, 1, 1, 1, 1, 1, 2});
+  kiln::tensor<float, TypeParam> y7;
+  y7 = kiln::embedding(t, ids7);
+  EXPECT_EQ(y7.shape(), (kiln::shape{1, 1, 1, 1, 1, 1, 2, 4}));
+  EXPECT_EQ(y7.to_host(), (std::vector<float>(8, 1.0f)));
 }

@@ -92,6 +92,11 @@ inline attention_dims attention_dims_of(const kiln::shape& q, const kiln::shape&
     fail("the query heads (" + std::to_string(d.Hq) + ") are not a multiple of the key/value heads (" +
          std::to_string(d.Hkv) + ")");
   }
+  {  // operands within the element limit (broadcast views) can make a result beyond it
+    dims out;
+    for (index_t e : {d.B, d.Hq, d.Sq, d.Dv}) out.push_back(e);
+    if (!extents_fit(out)) fail("the result " + out.to_string() + " (B, Hq, Sq, Dv) spans more than 2^59 elements");
+  }
   if (mask) {
     const kiln::shape& m = *mask;
     const index_t full[4] = {d.B, d.Hq, d.Sq, d.Skv};

@@ -27,7 +27,7 @@ class kv_cache {
   /// `head_dim` (keys) and `value_dim` (values; default head_dim) elements.
   kv_cache(const context<B>& ctx, index_t batch, index_t heads, index_t max_len, index_t head_dim,
            index_t value_dim = -1)
-      : k_(empty<T>(ctx, {batch, heads, max_len, head_dim})),
+      : k_(empty<T>(ctx, checked_dims(ctx, batch, heads, max_len, head_dim, value_dim))),
         v_(empty<T>(ctx, {batch, heads, max_len, value_dim < 0 ? head_dim : value_dim})) {}
 
   /// Appends k_new [B, Hkv, s, D] and v_new [B, Hkv, s, Dv] (tensors or expressions) at
@@ -74,6 +74,19 @@ class kv_cache {
   }
 
  private:
+  // The keys' shape, after checking every size (a negative one, or a value_dim below -1,
+  // throws kiln::shape_error naming kv_cache rather than a bare "negative extent").
+  static shape checked_dims(const context<B>& ctx, index_t batch, index_t heads, index_t max_len, index_t head_dim,
+                            index_t value_dim) {
+    if (batch < 0 || heads < 0 || max_len < 0 || head_dim < 0 || value_dim < -1) {
+      throw shape_error("kiln::kv_cache: batch " + std::to_string(batch) + ", heads " + std::to_string(heads) +
+                        ", max_len " + std::to_string(max_len) + ", head_dim " + std::to_string(head_dim) +
+                        ", value_dim " + std::to_string(value_dim) + " on " + ctx.device_name() +
+                        ": sizes must be >= 0 (value_dim: -1 for head_dim)");
+    }
+    return shape{batch, heads, max_len, head_dim};
+  }
+
   tensor<T, B> k_, v_;
   index_t len_ = 0;
 };

@@ -77,6 +77,14 @@ inline matmul_dims matmul_dims_of(std::string_view op, const kiln::shape& a, con
     }
     d.batch.push_back(ea == 1 ? eb : ea);
   }
+  // operands within the element limit can make a product beyond it ([2^32, 1] @ [1, 2^32],
+  // or batches broadcast against each other): its element count would wrap
+  kiln::shape out = d.batch;
+  out.push_back(d.M);
+  out.push_back(d.N);
+  if (!extents_fit(out)) {
+    fail("the result " + out.to_string() + " (batch, M, N) spans more than 2^59 elements");
+  }
   return d;
 }
 

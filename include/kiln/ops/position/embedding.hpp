@@ -74,8 +74,17 @@ auto embedding(Tb&& table, I&& ids) {
   if (n.input_shape.rank() != 2) {
     throw shape_error("kiln::embedding: the table must be [V, D]; got " + n.arg.describe());
   }
+  if (is.rank() >= max_rank) {  // the result adds D after the ids' dimensions
+    throw shape_error("kiln::embedding: the ids " + std::get<0>(n.params).describe() + " have rank " + std::to_string(is.rank()) +
+                      "; the result [..ids.., D] would pass the maximum rank of " + std::to_string(max_rank) +
+                      " (table " + n.arg.describe() + ")");
+  }
   kiln::shape out = is;
   out.push_back(n.input_shape[1]);
+  if (!detail::extents_fit(out)) {  // ids and table within the limit can make a result beyond it
+    throw shape_error("kiln::embedding: the result " + out.to_string() + " spans more than 2^59 elements (table " +
+                      n.arg.describe() + ", ids " + std::get<0>(n.params).describe() + ")");
+  }
   n.shape_ = out;
   return n;
 }

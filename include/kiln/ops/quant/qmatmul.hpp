@@ -53,6 +53,10 @@ auto make_qmatmul(std::string_view op, X&& x, const qtensor<Scheme, B>& q) {
   }
   kiln::shape s = n.input_shape;
   s[s.rank() - 1] = q.rows();
+  if (!extents_fit(s)) {  // a broadcast x within the limit can make a result beyond it
+    throw shape_error("kiln::" + std::string(op) + ": the result " + s.to_string() + " spans more than 2^59 elements (x " +
+                      n.arg.describe() + ", quantized weight " + q.describe() + ")");
+  }
   n.shape_ = s;
   n.op.layout = q.layout();
   return n;
