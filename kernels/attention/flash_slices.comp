@@ -35,6 +35,7 @@ shared vec4 kiln_ks[BKV * KILN_DP4];   // [key][d / 4]
 shared vec4 kiln_vs[BKV * KILN_DVP4];  // [key][dv / 4]
 
 #define kiln_ninf uintBitsToFloat(0xff800000u)
+#define kiln_pinf uintBitsToFloat(0x7f800000u)
 
 void main() {
   uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -128,6 +129,7 @@ void main() {
 #if KILN_MASK
         x += kiln_m(mrow + gj * p.ms3);
 #endif
+        if (isnan(x)) x = kiln_pinf;  // max() may drop a NaN: +inf keeps the row NaN, not "no key"
       } else {
         x = kiln_ninf;
       }
