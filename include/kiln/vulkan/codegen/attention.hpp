@@ -59,6 +59,12 @@ namespace kiln::detail::vk {
 
 enum class attention_kind : std::uint8_t { flash = 1, decode = 2, split = 3, flash_lanes = 4, flash_slices = 5 };
 
+/// flash_slices: the vec4s of a row of n elements that each of a row's `lanes`
+/// invocations holds (the kernel's KILN_DS / KILN_DVS).
+inline std::uint32_t slice_vec4s(index_t n, std::uint32_t lanes) {
+  return static_cast<std::uint32_t>(((n + 3) / 4 + lanes - 1) / lanes);
+}
+
 /// A chosen attention variant and its sizes.
 struct attention_choice {
   attention_kind kind = attention_kind::flash;
@@ -70,15 +76,11 @@ struct attention_choice {
   std::uint64_t chunk = 0;    // split: keys per chunk (a multiple of wg)
 
   std::uint32_t bq() const { return kind == attention_kind::flash_slices ? wg / lanes : wg * rq; }
-  /// flash_slices: vec4s of a row of n elements that each invocation holds.
-  std::uint32_t slice4(index_t n) const {
-    return static_cast<std::uint32_t>(((n + 3) / 4 + lanes - 1) / lanes);
-  }
   /// Shared memory the kernel declares, in bytes, for head dims d and dv.
   std::uint32_t shared_bytes(index_t d, index_t dv) const {
     const auto d4 = static_cast<std::uint32_t>((d + 3) / 4), dv4 = static_cast<std::uint32_t>((dv + 3) / 4);
     if (kind == attention_kind::flash) return bkv * (d4 + dv4) * 16;
-    if (kind == attention_kind::flash_slices) return bkv * (slice4(d) + slice4(dv)) * lanes * 16;
+    if (kind == attention_kind::flash_slices) return bkv * (slice_vec4s(d, lanes) + slice_vec4s(dv, lanes)) * lanes * 16;
     if (kind == attention_kind::flash_lanes) return 0;
     return 2 * wg * 4;
   }
@@ -162,7 +164,7 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
     // the fewest invocations a row (a power of 2, within a subgroup) that leave each at
     // most 8 vec4s of q and of the accumulators
     const std::uint32_t most = std::min<std::uint32_t>(8, pow2_at_most(dev.subgroup));
-    for (c.lanes = 1; c.lanes < most && std::max(c.slice4(d.D), c.slice4(d.Dv)) > 8;) c.lanes *= 2;
+    for (c.lanes = 1; c.lanes < most && std::max(slice_vec4s(d.D, c.lanes), slice_vec4s(d.Dv, c.lanes)) > 8;) c.lanes *= 2;
     for (c.bkv = 32; c.bkv >= 4; c.bkv /= 2)
       if (c.shared_bytes(d.D, d.Dv) <= dev.shared_bytes) return c;
     c.bkv = 4;
@@ -261,10 +263,9 @@ inline structural_family_text attention_family_text(const attention_plan& a, std
   def("KILN_V4", a.v4 ? "1" : "0");
   def("KILN_RESULT", std::string(result_type));
   if (a.kind == attention_kind::flash_slices) {
-    const auto slice4 = [&](index_t n) { return std::to_string(((n + 3) / 4 + a.lanes - 1) / a.lanes) + "u"; };
     def("KILN_L", std::to_string(a.lanes) + "u");
-    def("KILN_DS", slice4(a.D));
-    def("KILN_DVS", slice4(a.Dv));
+    def("KILN_DS", std::to_string(slice_vec4s(a.D, a.lanes)) + "u");
+    def("KILN_DVS", std::to_string(slice_vec4s(a.Dv, a.lanes)) + "u");
     def("KILN_BKV", std::to_string(a.bkv) + "u");
   }
   if (a.phase) {
