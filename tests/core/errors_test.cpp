@@ -181,14 +181,7 @@ TYPED_TEST(errors_on, errors_are_catchable_as_kiln_error_and_runtime_error) {
 TYPED_TEST(errors_on, moved_from_context_throws) {
   kiln::context<TypeParam> from = kiln_test::ctx<TypeParam>();  // a handle sharing the test context's state
   kiln::context<TypeParam> into = std::move(from);
-  const auto device_error_of = [](auto&& f) -> std::string {
-    try {
-      f();
-    } catch (const kiln::device_error& e) {
-      return e.what();
-    }
-    return "<no kiln::device_error>";
-  };
+  const auto device_error_of = [](auto&& f) { return kiln_test::message_of<kiln::device_error>(f); };
   const std::string made = device_error_of([&] { (void)kiln::empty<float>(from, {4}); });
   EXPECT_NE(made.find("moved from"), std::string::npos) << made;
   EXPECT_NE(device_error_of([&] { (void)from.device_name(); }).find("kiln::context::device_name"), std::string::npos);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "attention_reference.hpp"
+#include "checks.hpp"
 #include "random.hpp"
 
 namespace {
@@ -321,14 +322,7 @@ TEST(attention, kv_cache_decode_loop_matches_full_attention) {
 // a kiln::shape_error naming kv_cache (value_dim -7 used to be taken as head_dim silently,
 // a negative length gave a bare "kiln::shape: negative extent").
 TEST(attention, kv_cache_rejects_bad_sizes) {
-  const auto message = [](auto&& f) -> std::string {
-    try {
-      f();
-    } catch (const kiln::shape_error& e) {
-      return e.what();
-    }
-    return "<no kiln::shape_error>";
-  };
+  const auto message = [](auto&& f) { return kiln_test::shape_error_of(f); };
   const std::string neg = message([] { kiln::kv_cache<float, B> c(cpu(), 1, 2, -4, 8); });
   EXPECT_TRUE(has(neg, "kiln::kv_cache")) << neg;
   EXPECT_TRUE(has(neg, "max_len -4")) << neg;
