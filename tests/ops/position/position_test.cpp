@@ -127,30 +127,36 @@ TYPED_TEST(position_test, rope_large_positions_use_the_float_angle) {
 }
 
 // Angles past 2^17 * pi/2 (about 205887 radians: positions past 205887 on the first
-// frequency): the CPU stays within the tolerance (its table is redone in double there);
-// the Vulkan kernel uses the device's own cos and sin, whose accuracy Vulkan does not
-// bound outside [-pi, pi], so there the check is the rotation's: each pair keeps its norm.
+// frequency): the CPU redoes its table in double there, the Vulkan kernel reduces the
+// angle by Payne-Hanek; both stay within the tolerance for every finite float angle:
+// the int32 extremes, random positions past 2^17 and 2^24, and theta = 1e-30 (inverse
+// frequencies up to 1e22: angles near 1e31). Each pair also keeps its norm.
 TYPED_TEST(position_test, rope_past_the_exact_reduction) {
   auto& c = ctx<TypeParam>();
   auto g = rng();
-  const std::int64_t S = 3, D = 8;
-  const std::vector<std::int32_t> hp = {1000000, 205888, -3000000};
+  const std::int64_t D = 8;
+  std::vector<std::int32_t> hp = {1000000, 205888, -3000000, std::numeric_limits<std::int32_t>::max(),
+                                  std::numeric_limits<std::int32_t>::min(), 16777217, -16777215, 411775};
+  for (const auto v : uniform_int<std::int32_t>(g, 24, 205888, std::numeric_limits<std::int32_t>::max())) hp.push_back(v);
+  for (const auto v : uniform_int<std::int32_t>(g, 24, std::numeric_limits<std::int32_t>::min(), -205888)) hp.push_back(v);
+  const std::int64_t S = static_cast<std::int64_t>(hp.size());
   const auto hx = uniform(g, static_cast<std::size_t>(S * D), -2.0f, 2.0f);
   auto x = kiln::from_host(c, {S, D}, std::span<const float>(hx));
   auto p = kiln::from_host(c, {S}, std::span<const std::int32_t>(hp));
-  kiln::tensor<float, TypeParam> y;
-  y = kiln::rope(x, p);
-  const auto got = y.to_host();
-  if constexpr (std::is_same_v<TypeParam, kiln_test::cpu>) {
-    EXPECT_TRUE(near(got, ref_rope(hx, D, hp, 10000.0f, false), hx, D, false, rope_tol, "rope past 205887 radians"));
+  for (const float theta : {10000.0f, 1e-30f}) {
+    kiln::tensor<float, TypeParam> y;
+    y = kiln::rope(x, p, {theta, false});
+    const auto got = y.to_host();
+    EXPECT_TRUE(near(got, ref_rope(hx, D, hp, theta, false), hx, D, false, rope_tol,
+                     "rope past 205887 radians, theta " + std::to_string(theta)));
+    for (std::int64_t r = 0; r < S; ++r)
+      for (std::int64_t i = 0; i < D / 2; ++i) {
+        const std::int64_t j0 = r * D + i, j1 = j0 + D / 2;
+        const double n0 = double(hx[j0]) * hx[j0] + double(hx[j1]) * hx[j1];
+        const double n1 = double(got[j0]) * got[j0] + double(got[j1]) * got[j1];
+        EXPECT_NEAR(n1, n0, 1e-5 * n0 + 1e-12) << "row " << r << ", pair " << i;
+      }
   }
-  for (std::int64_t r = 0; r < S; ++r)
-    for (std::int64_t i = 0; i < D / 2; ++i) {
-      const std::int64_t j0 = r * D + i, j1 = j0 + D / 2;
-      const double n0 = double(hx[j0]) * hx[j0] + double(hx[j1]) * hx[j1];
-      const double n1 = double(got[j0]) * got[j0] + double(got[j1]) * got[j1];
-      EXPECT_NEAR(n1, n0, 1e-3 * n0 + 1e-12) << "row " << r << ", pair " << i;
-    }
 }
 
 TYPED_TEST(position_test, rope_strided_views_and_broadcast_batch) {

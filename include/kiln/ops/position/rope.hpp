@@ -12,8 +12,8 @@
 // Hugging Face's float32 matmul of the two), so a position past the trained length
 // still gives that model's angle, and its cos and sin are taken to float accuracy (both
 // backends reduce the angle exactly up to 2^17 * pi/2, about 205887 radians; past that
-// the CPU computes them in double and the Vulkan kernel uses the device's own cos and
-// sin, whose accuracy Vulkan does not bound there):
+// the CPU computes them in double and the Vulkan kernel reduces the angle by Payne-Hanek
+// (kernels/position/rope.comp), for every finite angle):
 //   out[i]       = x[i] * cos - x[i + D/2] * sin
 //   out[i + D/2] = x[i + D/2] * cos + x[i] * sin          (interleaved: 2i, 2i + 1)
 // The input expression and elementwise ops on the result fuse into one kernel:
