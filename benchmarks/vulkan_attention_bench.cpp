@@ -1,11 +1,14 @@
 // benchmarks/vulkan_attention_bench.cpp — kiln::attention on Vulkan (lavapipe in CI) against
 // kiln's own materialised composition on the same device, each label naming the kernel
 // that ran (kiln::kernel_variant):
-//   BM_attention_flash/vulkan/<S>          B=1, H=4, D=128, Sq = Skv = S, causal, f32: one
-//                                          flash kernel (Sq x Skv scores never stored)
-//   BM_attention_flash_slices/vulkan/<S>   the same on flash_slices (forced: each row spread
+//   BM_attention_flash/vulkan/<S>/<H>      B=1, H heads, D=128, Sq = Skv = S, causal, f32:
+//                                          one flash kernel (Sq x Skv scores never stored),
+//                                          the variant chosen by shape, or the one that
+//                                          KILN_VULKAN_ATTENTION names when it is set (e.g.
+//                                          flash_slices:4x32 to try a tile)
+//   BM_attention_flash_slices/vulkan/<S>/<H> the same on flash_slices (forced: each row spread
 //                                          over a subgroup's invocations, for GPUs)
-//   BM_attention_materialised/vulkan/<S>   the same as s = (q k^T) * scale + causal mask,
+//   BM_attention_materialised/vulkan/<S>/<H> the same as s = (q k^T) * scale + causal mask,
 //                                          p = softmax(s), y = p v: two matmuls around an
 //                                          S x S softmax (three statements)
 //   BM_attention_decode/vulkan/<Skv>/<H>   B=1, D=128, Sq = 1 (decoding), H heads: the
@@ -41,15 +44,18 @@ kiln::context<kiln::vulkan>* gpu() {
   return c.get();
 }
 
-/// KILN_VULKAN_ATTENTION=variant for the benchmark's duration.
+/// KILN_VULKAN_ATTENTION=variant for the benchmark's duration (none: the caller's setting).
 struct forced_variant {
-  explicit forced_variant(const char* v) {
-    if (v) setenv("KILN_VULKAN_ATTENTION", v, 1);
+  explicit forced_variant(const char* v) : set(v != nullptr) {
+    if (set) setenv("KILN_VULKAN_ATTENTION", v, 1);
   }
-  ~forced_variant() { unsetenv("KILN_VULKAN_ATTENTION"); }
+  ~forced_variant() {
+    if (set) unsetenv("KILN_VULKAN_ATTENTION");
+  }
+  bool set;
 };
 
-constexpr index_t H = 4, D = 128;
+constexpr index_t D = 128;
 
 void flops(benchmark::State& state, double h, double sq, double skv, bool causal) {
   const double f = 4.0 * h * sq * skv * double(D) * (causal ? 0.5 : 1.0);
@@ -60,7 +66,7 @@ void flash(benchmark::State& state, const char* variant) {
   auto* g = gpu();
   if (!g) return state.SkipWithError("no Vulkan device");
   forced_variant force(variant);
-  const index_t S = state.range(0);
+  const index_t S = state.range(0), H = state.range(1);
   gpu_tensor q = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 1);
   gpu_tensor k = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 2);
   gpu_tensor v = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 3);
@@ -83,7 +89,7 @@ void BM_attention_flash_slices(benchmark::State& s) { flash(s, "flash_slices"); 
 void BM_attention_materialised(benchmark::State& state) {
   auto* g = gpu();
   if (!g) return state.SkipWithError("no Vulkan device");
-  const index_t S = state.range(0);
+  const index_t S = state.range(0), H = state.range(1);
   gpu_tensor q = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 1);
   gpu_tensor k = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 2);
   gpu_tensor v = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 3);
@@ -137,9 +143,9 @@ void BM_attention_decode_single(benchmark::State& s) { decode(s, "decode"); }
 
 }  // namespace
 
-BENCHMARK(BM_attention_flash)->Name("BM_attention_flash/vulkan")->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_attention_flash_slices)->Name("BM_attention_flash_slices/vulkan")->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_attention_materialised)->Name("BM_attention_materialised/vulkan")->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_attention_flash)->Name("BM_attention_flash/vulkan")->Args({512, 4})->Args({2048, 4})->Args({2048, 32})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_attention_flash_slices)->Name("BM_attention_flash_slices/vulkan")->Args({512, 4})->Args({2048, 4})->Args({2048, 32})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_attention_materialised)->Name("BM_attention_materialised/vulkan")->Args({512, 4})->Args({2048, 4})->Args({2048, 32})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_attention_decode)->Name("BM_attention_decode/vulkan")->Args({4096, 8})->Args({16384, 8})->Args({16384, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_attention_decode_single)->Name("BM_attention_decode_single/vulkan")->Args({4096, 8})->Args({16384, 8})->Args({16384, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "attention_reference.hpp"
+#include "checks.hpp"
 #include "random.hpp"
 #include "scoped_env.hpp"
 #include "vulkan_fixture.hpp"
@@ -143,6 +144,17 @@ TEST_F(attention, flash_slices_forced) {
   const dims f{1, 2, 2, 29, 41, 64, 64};
   check(f, rand_tensor<kiln::half>(g, {f.B, f.Hq, f.Sq, f.D}), rand_tensor<kiln::half>(g, {f.B, f.Hkv, f.Skv, f.D}),
         rand_tensor<kiln::half>(g, {f.B, f.Hkv, f.Skv, f.Dv}), causal(), "forced flash_slices, f16");
+  // the tuning form flash_slices:LxBKV fixes the invocations a row and the tile
+  {
+    kiln_test::scoped_env shape("KILN_VULKAN_ATTENTION", "flash_slices:4x16");
+    const std::string tuned = check(x, causal(), "forced flash_slices:4x16, causal");
+    EXPECT_NE(tuned.find("vulkan.attention.flash_slices 32x16 (4 invocations a row)"), std::string::npos) << tuned;
+  }
+  for (const char* bad : {"flash_slices:3x32", "flash_slices:4x2", "flash_slices:4", "flash_slices:4x32x"}) {
+    kiln_test::scoped_env shape("KILN_VULKAN_ATTENTION", bad);
+    EXPECT_TRUE(kiln_test::has(kiln_test::message_of<kiln::device_error>([&] { (void)kiln::kernel_variant(kiln::attention(x.q, x.k, x.v)); }),
+                               std::string("KILN_VULKAN_ATTENTION is '") + bad + "'"));
+  }
 }
 
 // Long rows (thousands of key tiles per workgroup) on the variant chosen by shape: vec4

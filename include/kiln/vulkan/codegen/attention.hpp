@@ -36,7 +36,8 @@
 // D and Dv are compile-time (#defines: register arrays); tile and workgroup sizes are
 // specialisation constants; causal, scale and softcap are parameters (no new kernel).
 // KILN_VULKAN_ATTENTION=flash|flash_lanes|flash_slices|decode|split forces a variant
-// (tests, benchmarks).
+// (tests, benchmarks); flash_slices:LxBKV (e.g. flash_slices:4x32) also fixes its L and
+// tile length (tuning).
 #pragma once
 
 #include <algorithm>
@@ -125,6 +126,32 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
   using gemm_detail::pow2_at_most;
   const std::uint32_t max_wg = std::min(dev.max_invocations, dev.max_wg_x);
   attention_choice c;
+  // "flash_slices:LxBKV" also fixes flash_slices' invocations a row and keys a tile (tuning)
+  std::uint32_t want_lanes = 0, want_bkv = 0;
+  if (forced.starts_with("flash_slices:")) {
+    const std::string_view shape = forced.substr(13);
+    const auto x = shape.find('x');
+    const auto number = [](std::string_view t) -> std::uint32_t {
+      std::uint32_t n = 0;
+      if (t.empty() || t.size() > 3) return 0;
+      for (const char ch : t) {
+        if (ch < '0' || ch > '9') return 0;
+        n = n * 10 + std::uint32_t(ch - '0');
+      }
+      return n;
+    };
+    if (x != std::string_view::npos) {
+      want_lanes = number(shape.substr(0, x));
+      want_bkv = number(shape.substr(x + 1));
+    }
+    const auto pow2 = [](std::uint32_t n) { return n != 0 && (n & (n - 1)) == 0; };
+    if (!pow2(want_lanes) || want_lanes > 8 || !pow2(want_bkv) || want_bkv < 4 || want_bkv > 128) {
+      throw device_error(what + ": KILN_VULKAN_ATTENTION is '" + std::string(forced) +
+                         "'; flash_slices:LxBKV needs L in 1, 2, 4, 8 (invocations a row) and BKV a power of 2 "
+                         "from 4 to 128 (keys a tile)");
+    }
+    forced = "flash_slices";
+  }
   if (forced == "flash") c.kind = attention_kind::flash;
   else if (forced == "flash_lanes") c.kind = attention_kind::flash_lanes;
   else if (forced == "flash_slices") c.kind = attention_kind::flash_slices;
@@ -161,6 +188,12 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
                                 "shaders and workgroups of 128 invocations made of whole subgroups");
     }
     c.wg = 128;
+    if (want_lanes != 0) {
+      c.lanes = want_lanes;
+      c.bkv = want_bkv;
+      if (c.lanes > dev.subgroup || c.shared_bytes(d.D, d.Dv) > dev.shared_bytes) return fail("flash_slices");
+      return c;
+    }
     // the fewest invocations a row (a power of 2, within a subgroup) that leave each at
     // most 8 vec4s of q and of the accumulators
     const std::uint32_t most = std::min<std::uint32_t>(8, pow2_at_most(dev.subgroup));
