@@ -39,6 +39,8 @@ void print(const kiln::vulkan::device_info& d, bool selected) {
               d.max_shared_memory / 1024);
   std::printf("    arithmetic         fp16 %s, int8 %s, int64 %s, integer dot product %s\n", yes(d.fp16_arithmetic),
               yes(d.int8_arithmetic), yes(d.int64), yes(d.integer_dot_product));
+  std::printf("    f32 controls       NaN/inf preserved %s, subnormals preserved %s\n", yes(d.f32_nan_preserve),
+              yes(d.f32_denorm_preserve));
   if (d.integer_dot_product) {
     std::string fast;
     for (const auto& [on, what] : {std::pair{d.dot4x8_signed_accelerated, "signed"},

@@ -358,6 +358,12 @@ struct device_info {
   std::array<std::uint8_t, VK_UUID_SIZE> uuid{};
 
   // compute
+  /// Float controls (Vulkan 1.2): kernels may ask the compiler to keep NaN, inf and the
+  /// sign of zero (SignedZeroInfNanPreserve) and subnormals (DenormPreserve) in f32.
+  /// kiln asks for both where they are supported (shader_cache): without them a driver
+  /// may fold `x < 0 ? 0 : x` into a max() that drops NaN and flush subnormals to zero.
+  bool f32_nan_preserve = false;
+  bool f32_denorm_preserve = false;
   std::uint32_t subgroup_size = 0;
   std::vector<std::string> subgroup_operations;  ///< "basic", "vote", "arithmetic", ...
   bool subgroups_in_compute = false;
@@ -591,6 +597,8 @@ inline device_info describe(VkPhysicalDevice pd, int index) {
     d.subgroups_in_compute = (p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
     d.max_allocation_size = p11.maxMemoryAllocationSize;
     d.max_buffer_size = d.api_version >= VK_API_VERSION_1_3 ? m4.maxBufferSize : d.max_allocation_size;
+    d.f32_nan_preserve = p12.shaderSignedZeroInfNanPreserveFloat32 == VK_TRUE;
+    d.f32_denorm_preserve = p12.shaderDenormPreserveFloat32 == VK_TRUE;
     d.driver_id = static_cast<std::uint32_t>(p12.driverID);
     d.driver_name = p12.driverName;
     d.driver_info = p12.driverInfo;

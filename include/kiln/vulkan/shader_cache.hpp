@@ -680,11 +680,23 @@ class shader_cache {
       shaderc_compile_options_add_macro_definition(opts, d.name.data(), d.name.size(), d.value.data(), d.value.size());
     }
     const std::string file = std::string(k.name) + ".comp";
+    // the float controls the device offers, appended (a global declaration: the source's
+    // line numbers stay those of k.glsl)
+    const std::string modes = float_modes();
+    std::string with_modes;
+    std::string_view src = k.glsl;
+    if (!modes.empty()) {
+      with_modes.reserve(k.glsl.size() + modes.size() + 1);
+      with_modes.append(k.glsl);
+      if (!with_modes.empty() && with_modes.back() != '\n') with_modes += '\n';
+      with_modes += modes;
+      src = with_modes;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const bool injected = fault_injection::fail(fault_injection::shader_compile);
     shaderc_compilation_result_t res =
         injected ? nullptr
-                 : shaderc_compile_into_spv(compiler_, k.glsl.data(), k.glsl.size(), shaderc_compute_shader, file.c_str(),
+                 : shaderc_compile_into_spv(compiler_, src.data(), src.size(), shaderc_compute_shader, file.c_str(),
                                             "main", opts);
     shaderc_compile_options_release(opts);
     ++compilations_;
@@ -790,13 +802,24 @@ class shader_cache {
 
   /// What besides the source decides the SPIR-V and pipeline: device, driver, compiler
   /// target, kiln version. Part of every disk key.
+  /// The execution modes every kernel gets on this device: f32 NaN / inf / signed-zero
+  /// preservation and subnormal preservation where the device supports them (Vulkan 1.2
+  /// float controls; SPIR-V capabilities 4466 and 4464, modes 4461 and 4459).
+  std::string float_modes() const {
+    std::string m;
+    if (info_.f32_nan_preserve) m += "spirv_execution_mode(capabilities = [4466], 4461, 32);  // SignedZeroInfNanPreserve\n";
+    if (info_.f32_denorm_preserve) m += "spirv_execution_mode(capabilities = [4464], 4459, 32);  // DenormPreserve\n";
+    if (!m.empty()) m = "#extension GL_EXT_spirv_intrinsics : require\n" + m;
+    return m;
+  }
+
   std::string disk_key_prefix() const {
     unsigned spv = 0, rev = 0;
     shaderc_get_spv_version(&spv, &rev);
     char buf[160];
-    std::snprintf(buf, sizeof buf, "kiln %s | vendor %04x device %04x driver %u/%u | spv %u.%u | vulkan1.2 O | wg %u epi %u\n",
+    std::snprintf(buf, sizeof buf, "kiln %s | vendor %04x device %04x driver %u/%u | spv %u.%u | vulkan1.2 O | wg %u epi %u | fc %d%d\n",
                   KILN_VERSION_STRING, info_.vendor_id, info_.device_id, info_.driver_id, info_.driver_version, spv, rev,
-                  workgroup_size_, elements_per_invocation_);
+                  workgroup_size_, elements_per_invocation_, int(info_.f32_nan_preserve), int(info_.f32_denorm_preserve));
     std::string s(buf);
     for (auto b : info_.uuid) {
       std::snprintf(buf, sizeof buf, "%02x", unsigned(b));

@@ -26,12 +26,19 @@ uint kiln_to_bf16(float v) {
   if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;
   return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
 }
+float kiln_round_f16(float v) {
+  uint x = floatBitsToUint(v), s = x & 0x80000000u, a = x & 0x7fffffffu;
+  if (a >= 0x7f800000u) return v;
+  if (a >= 0x477ff000u) return uintBitsToFloat(s | 0x7f800000u);
+  if (a < 0x38800000u) return uintBitsToFloat(s | floatBitsToUint(roundEven(uintBitsToFloat(a) * 16777216.0) * 5.9604644775390625e-8));
+  return uintBitsToFloat(s | ((a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u));
+}
 float kiln_compute(int l0, float l1, float l2) {
   float v0 = float(l0);
   bool v1 = (v0 > p.s0);
   float v2 = float(l2);
   float v3 = (v2 * p.s1);
-  float v4 = unpackHalf2x16(packHalf2x16(vec2(float(v3), 0.0))).x;
+  float v4 = kiln_round_f16(float(v3));
   float v5 = (v1 ? l1 : v4);
   return v5;
 }

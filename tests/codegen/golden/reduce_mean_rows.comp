@@ -63,7 +63,7 @@ void kiln_epilogue(KILN_RESULT value, uint pos) {
 
 float kiln_identity() { return float(0); }
 float kiln_combine(float a, float b) { return (a + b); }
-KILN_RESULT kiln_finalize(float v, float count) { return KILN_RESULT((v / count)); }
+KILN_RESULT kiln_finalize(float v, float count) { return KILN_RESULT(((isinf(v / count) || v / count == 0.0) ? v / count : fma(fma(-(v / count), count, v), 1.0 / count, v / count))); }
 
 // kernels/reduce/ops.comp — the running statistics of each structural op of the reduce
 // and row families (a fragment: the host prepends the generated part, see below, and

@@ -47,7 +47,12 @@ TYPED_TEST(log_test, subnormal_and_extreme_arguments) {
   const std::vector<float> x = {1e-45f, 3e-42f, 1e-39f, 1.1754942e-38f, 1.17549435e-38f, 3.4028235e38f,
                                 0x1p-126f, 0x1p127f, 0.70710677f, 0.70710683f, 1.4142135f, 1.4142137f};
   const auto got = eval<float, TypeParam>(kiln_log, x);
+  const bool flushes = flushes_subnormals<TypeParam>();
   for (std::size_t i = 0; i < x.size(); ++i) {
+    if (flushes && x[i] < std::numeric_limits<float>::min()) {
+      EXPECT_EQ(got[i], -std::numeric_limits<float>::infinity()) << "x = " << x[i] << " read as 0";
+      continue;
+    }
     const double want = std::log(double(x[i]));
     EXPECT_LE(std::abs(double(got[i]) - want), 5e-7 * std::abs(want)) << "x = " << x[i] << " got " << got[i];
   }

@@ -323,7 +323,9 @@ TYPED_TEST(quant_test, dequantize_fuses_its_epilogue) {
       mx = std::max(mx, std::abs(e));
       ss += e * e;
     }
-    EXPECT_NEAR(err.max_abs, mx, 1e-6 * mx + 1e-12) << what;
+    // a GPU may contract code * scale - w into one fma (no rounding of the product): up
+    // to half an ulp of |w| <= 3 apart from the rounded product of the reference
+    EXPECT_NEAR(err.max_abs, mx, 1e-6 * mx + 3.0 * 0x1p-24) << what;
     EXPECT_NEAR(err.rms, std::sqrt(ss / double(hw.size())), 1e-4 * std::sqrt(ss / double(hw.size())) + 1e-12) << what;
   };
   check(kiln::quantize<q::int8>(w), "int8");

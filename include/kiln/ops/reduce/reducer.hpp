@@ -50,7 +50,10 @@ struct mean_reducer : sum_reducer {
   using result_type = In;
   template <class V>
   static V finalize(const V& acc, index_t n) { return acc / V(static_cast<float>(n)); }
-  static constexpr std::string_view glsl_finalize = "({0} / {1})";
+  // GLSL's division may be off by 2.5 ulp (NVIDIA's is): one fma correction step makes
+  // it the rounded quotient, so the mean of equal values is that value
+  static constexpr std::string_view glsl_finalize =
+      "((isinf({0} / {1}) || {0} / {1} == 0.0) ? {0} / {1} : fma(fma(-({0} / {1}), {1}, {0}), 1.0 / {1}, {0} / {1}))";
 };
 
 /// Maximum; a NaN anywhere gives NaN. Empty: -inf (integers: the type's lowest value).

@@ -120,6 +120,7 @@ inline kernel_source assemble(const kernel_plan& plan, const emitter& em, std::s
   if (plan.texel_bindings) s += texel_glsl;
   if (em.uses_f2i) s += f2i_glsl;
   if (b16) s += bf16_glsl;
+  if (em.uses_f16) s += f16_round_glsl;
 
   // kiln_compute: the expression for one element, from its (unique) leaf values.
   s += std::string(result_type) + " kiln_compute(";

@@ -174,7 +174,7 @@ class emitter {
       return "float(" + a + ")";
     } else if constexpr (std::is_same_v<To, half>) {
       uses_f16 = true;
-      return "unpackHalf2x16(packHalf2x16(vec2(float(" + a + "), 0.0))).x";
+      return "kiln_round_f16(float(" + a + "))";
     } else if constexpr (std::is_same_v<To, bfloat16>) {
       uses_bf16 = true;
       return "uintBitsToFloat(kiln_to_bf16(float(" + a + ")) << 16)";

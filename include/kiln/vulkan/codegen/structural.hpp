@@ -462,6 +462,7 @@ inline structural_source assemble_structural(const structural_plan& sp, const em
   for (const std::string& f : functions) s += f;
   if (pro.uses_f2i || epi.uses_f2i) s += f2i_glsl;
   if (b16) s += bf16_glsl;
+  if (pro.uses_f16 || epi.uses_f16) s += f16_round_glsl;
   if (sp.texel_bindings) s += texel_glsl;
   auto row_bit = [](std::uint32_t mask, std::size_t o) { return o < 32 && (mask >> o) & 1u; };
   if (sp.lanes) {

@@ -73,6 +73,19 @@ inline constexpr std::string_view bf16_glsl = R"(uint kiln_to_bf16(float v) {
 }
 )";
 
+/// A float rounded to the nearest f16 value (ties to even; past 65504 to inf; f16
+/// subnormals as multiples of 2^-24; NaN kept), as a float: what a cast to half computes
+/// inside an expression. Integer arithmetic, not unpackHalf2x16(packHalf2x16(x)), which a
+/// driver may fold to x (NVIDIA's does).
+inline constexpr std::string_view f16_round_glsl = R"(float kiln_round_f16(float v) {
+  uint x = floatBitsToUint(v), s = x & 0x80000000u, a = x & 0x7fffffffu;
+  if (a >= 0x7f800000u) return v;
+  if (a >= 0x477ff000u) return uintBitsToFloat(s | 0x7f800000u);
+  if (a < 0x38800000u) return uintBitsToFloat(s | floatBitsToUint(roundEven(uintBitsToFloat(a) * 16777216.0) * 5.9604644775390625e-8));
+  return uintBitsToFloat(s | ((a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u));
+}
+)";
+
 /// The wide variant's bit casts: a u64vec2 (from a u64vec4 load) <-> four 32-bit lanes.
 inline constexpr std::string_view wide_glsl = R"(vec4 kiln_f32x4(u64vec2 w) { return uintBitsToFloat(uvec4(unpackUint2x32(w.x), unpackUint2x32(w.y))); }
 ivec4 kiln_i32x4(u64vec2 w) { return ivec4(uvec4(unpackUint2x32(w.x), unpackUint2x32(w.y))); }
