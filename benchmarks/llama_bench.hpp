@@ -18,7 +18,8 @@
 // weights once can reach.
 // The default shape is Llama-2-like at 1B size: hidden 2048, intermediate 5632, 16
 // layers, 32 query and 8 kv heads of 64, vocabulary 32000 (untied). KILN_LLAMA_BENCH_LAYERS
-// changes the layer count (a quick run on a slow device).
+// changes the layer count (a quick run on a slow device). KILN_PROFILE=1 also prints the
+// kernel table (kiln::profile_table) of four decode steps after each decode benchmark.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -26,6 +27,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -137,6 +139,14 @@ void decode(benchmark::State& state, const kiln::context<B>& ctx) {
     next = kiln::llama::argmax_row(logits, 0);  // waits for the step, as greedy decoding does
   }
   state.counters["tok/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
+  if (ctx.profiling()) {  // KILN_PROFILE=1: where four decode steps' time goes, on stderr
+    ctx.clear_profile();
+    for (int i = 0; i < 4; ++i) {
+      if (m.position() == m.capacity()) m.rewind(prompt_len);
+      next = kiln::llama::argmax_row(m.forward(std::span<const std::int32_t>(&next, 1)), 0);
+    }
+    std::cerr << "decode, " << kiln::dtype_name_v<W> << " weights, four steps:\n" << kiln::profile_table(ctx) << "\n";
+  }
   kiln_bench::set_bytes(state, m.weight_bytes_per_token());
   state.SetLabel(std::to_string(m.weight_bytes_per_token() / 1e9).substr(0, 5) + " GB of weights per token, " +
                  std::to_string(m.cfg().num_hidden_layers) + " layers");

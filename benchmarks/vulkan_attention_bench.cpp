@@ -1,14 +1,14 @@
 // benchmarks/vulkan_attention_bench.cpp — kiln::attention on Vulkan (lavapipe in CI) against
 // kiln's own materialised composition on the same device, each label naming the kernel
 // that ran (kiln::kernel_variant):
-//   BM_attention_flash/vulkan/<S>/<H>      B=1, H heads, D=128, Sq = Skv = S, causal, f32:
+//   BM_attention_flash/vulkan/<S>/<H>/<D>  B=1, H heads of D, Sq = Skv = S, causal, f32:
 //                                          one flash kernel (Sq x Skv scores never stored),
 //                                          the variant chosen by shape, or the one that
 //                                          KILN_VULKAN_ATTENTION names when it is set (e.g.
 //                                          flash_slices:4x32 to try a tile)
-//   BM_attention_flash_slices/vulkan/<S>/<H> the same on flash_slices (forced: each row spread
+//   BM_attention_flash_slices/vulkan/<S>/<H>/<D> the same on flash_slices (forced: each row spread
 //                                          over a subgroup's invocations, for GPUs)
-//   BM_attention_materialised/vulkan/<S>/<H> the same as s = (q k^T) * scale + causal mask,
+//   BM_attention_materialised/vulkan/<S>/<H>/<D> the same as s = (q k^T) * scale + causal mask,
 //                                          p = softmax(s), y = p v: two matmuls around an
 //                                          S x S softmax (three statements)
 //   BM_attention_decode/vulkan/<Skv>/<H>   B=1, D=128, Sq = 1 (decoding), H heads: the
@@ -55,10 +55,10 @@ struct forced_variant {
   bool set;
 };
 
-constexpr index_t D = 128;
+constexpr index_t decode_d = 128;  // decoding head dim
 
-void flops(benchmark::State& state, double h, double sq, double skv, bool causal) {
-  const double f = 4.0 * h * sq * skv * double(D) * (causal ? 0.5 : 1.0);
+void flops(benchmark::State& state, double h, double sq, double skv, bool causal, index_t d = decode_d) {
+  const double f = 4.0 * h * sq * skv * double(d) * (causal ? 0.5 : 1.0);
   state.counters["GFLOP/s"] = benchmark::Counter(f, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
@@ -66,7 +66,7 @@ void flash(benchmark::State& state, const char* variant) {
   auto* g = gpu();
   if (!g) return state.SkipWithError("no Vulkan device");
   forced_variant force(variant);
-  const index_t S = state.range(0), H = state.range(1);
+  const index_t S = state.range(0), H = state.range(1), D = state.range(2);
   gpu_tensor q = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 1);
   gpu_tensor k = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 2);
   gpu_tensor v = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 3);
@@ -80,7 +80,7 @@ void flash(benchmark::State& state, const char* variant) {
     y = kiln::attention(q, k, v, o);
     g->synchronize();
   }
-  flops(state, double(H), double(S), double(S), true);
+  flops(state, double(H), double(S), double(S), true, D);
 }
 
 void BM_attention_flash(benchmark::State& s) { flash(s, nullptr); }
@@ -89,7 +89,7 @@ void BM_attention_flash_slices(benchmark::State& s) { flash(s, "flash_slices"); 
 void BM_attention_materialised(benchmark::State& state) {
   auto* g = gpu();
   if (!g) return state.SkipWithError("no Vulkan device");
-  const index_t S = state.range(0), H = state.range(1);
+  const index_t S = state.range(0), H = state.range(1), D = state.range(2);
   gpu_tensor q = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 1);
   gpu_tensor k = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 2);
   gpu_tensor v = kiln::random<float>(*g, {1, H, S, D}, -1, 1, 3);
@@ -114,7 +114,7 @@ void BM_attention_materialised(benchmark::State& state) {
     run();
     g->synchronize();
   }
-  flops(state, double(H), double(S), double(S), true);
+  flops(state, double(H), double(S), double(S), true, D);
 }
 
 void decode(benchmark::State& state, const char* variant) {
@@ -122,10 +122,10 @@ void decode(benchmark::State& state, const char* variant) {
   if (!g) return state.SkipWithError("no Vulkan device");
   forced_variant force(variant);
   const index_t Skv = state.range(0), Hd = state.range(1);
-  gpu_tensor q = kiln::random<float>(*g, {1, Hd, 1, D}, -1, 1, 1);
-  gpu_tensor k = kiln::random<float>(*g, {1, Hd, Skv, D}, -1, 1, 2);
-  gpu_tensor v = kiln::random<float>(*g, {1, Hd, Skv, D}, -1, 1, 3);
-  gpu_tensor y = kiln::empty<float>(*g, {1, Hd, 1, D});
+  gpu_tensor q = kiln::random<float>(*g, {1, Hd, 1, decode_d}, -1, 1, 1);
+  gpu_tensor k = kiln::random<float>(*g, {1, Hd, Skv, decode_d}, -1, 1, 2);
+  gpu_tensor v = kiln::random<float>(*g, {1, Hd, Skv, decode_d}, -1, 1, 3);
+  gpu_tensor y = kiln::empty<float>(*g, {1, Hd, 1, decode_d});
   state.SetLabel(kiln::kernel_variant(kiln::attention(q, k, v)));
   y = kiln::attention(q, k, v);
   g->synchronize();
@@ -134,7 +134,7 @@ void decode(benchmark::State& state, const char* variant) {
     g->synchronize();
   }
   flops(state, double(Hd), 1.0, double(Skv), false);
-  state.counters["GB/s"] = benchmark::Counter(2.0 * 4.0 * double(Hd) * double(Skv) * double(D),
+  state.counters["GB/s"] = benchmark::Counter(2.0 * 4.0 * double(Hd) * double(Skv) * double(decode_d),
                                               benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
@@ -143,9 +143,9 @@ void BM_attention_decode_single(benchmark::State& s) { decode(s, "decode"); }
 
 }  // namespace
 
-BENCHMARK(BM_attention_flash)->Name("BM_attention_flash/vulkan")->Args({512, 4})->Args({2048, 4})->Args({2048, 32})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_attention_flash_slices)->Name("BM_attention_flash_slices/vulkan")->Args({512, 4})->Args({2048, 4})->Args({2048, 32})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_attention_materialised)->Name("BM_attention_materialised/vulkan")->Args({512, 4})->Args({2048, 4})->Args({2048, 32})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_attention_flash)->Name("BM_attention_flash/vulkan")->Args({512, 4, 128})->Args({2048, 4, 128})->Args({2048, 32, 128})->Args({2048, 32, 64})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_attention_flash_slices)->Name("BM_attention_flash_slices/vulkan")->Args({512, 4, 128})->Args({2048, 4, 128})->Args({2048, 32, 128})->Args({2048, 32, 64})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_attention_materialised)->Name("BM_attention_materialised/vulkan")->Args({512, 4, 128})->Args({2048, 4, 128})->Args({2048, 32, 128})->Args({2048, 32, 64})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_attention_decode)->Name("BM_attention_decode/vulkan")->Args({4096, 8})->Args({16384, 8})->Args({16384, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_attention_decode_single)->Name("BM_attention_decode_single/vulkan")->Args({4096, 8})->Args({16384, 8})->Args({16384, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -2,6 +2,9 @@
 // fragment after the generated part, with the hooks, parameters and #defines of flash.comp
 // plus KILN_K4 / KILN_V4 (1: kiln_k4 / kiln_v4 read four elements of a key / value row
 // as one vec4: f32, contiguous along D, 4-aligned).
+// KILN_UNROLL_D: [[unroll]] for head dims up to 128, else [[dont_unroll]] (q, the
+// accumulators and the key / value rows then stay in memory: lavapipe took 39 s to
+// compile the unrolled form at D = 256, 0.5 s the rolled one, and ran it 18% slower).
 // Bindings: the statement's operands (generated).
 // Push constants (or the parameter buffer): as flash.comp.
 // Workgroup: local_size_x = WG (specialisation constant 2) = the subgroup size, so the
@@ -65,7 +68,7 @@ void main() {
       q[c] = v * p.scale;
     }
   }
-  [[unroll]] for (uint c = 0u; c < KILN_DV4; ++c) acc[c] = vec4(0.0);
+  KILN_UNROLL_D for (uint c = 0u; c < KILN_DV4; ++c) acc[c] = vec4(0.0);
   float m = kiln_ninf, l = 0.0;
   int lastkey = !live ? -1 : p.causal != 0u ? min(int(i) + shift, int(p.Skv) - 1) : int(p.Skv) - 1;
 #if KILN_MASK
@@ -82,7 +85,7 @@ void main() {
       int e = kbase + int(kin ? gk : 0u) * p.ks2;
 #if KILN_K4
       // e is key 0's row past the end (kend > 0 here): in range, read unconditionally
-      [[unroll]] for (uint c = 0u; c < KILN_D4; ++c) {
+      KILN_UNROLL_D for (uint c = 0u; c < KILN_D4; ++c) {
         vec4 v = kiln_k4(e + int(4u * c));
         kr[c] = kin ? v : vec4(0.0);
       }
@@ -99,7 +102,7 @@ void main() {
     // (four keys a step, as p v below)
     [[dont_unroll]] for (uint j = 0u; j < WG; j += 4u) {
       vec4 dot4[4] = vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
-      [[unroll]] for (uint c = 0u; c < KILN_D4; ++c) {
+      KILN_UNROLL_D for (uint c = 0u; c < KILN_D4; ++c) {
         [[unroll]] for (uint u = 0u; u < 4u; ++u) dot4[u] += q[c] * subgroupShuffle(kr[c], j + u);
       }
       [[unroll]] for (uint u = 0u; u < 4u; ++u) {
@@ -130,13 +133,13 @@ void main() {
     }
     l = l * alpha + sum;
     m = mn;
-    [[unroll]] for (uint c = 0u; c < KILN_DV4; ++c) acc[c] *= alpha;
+    KILN_UNROLL_D for (uint c = 0u; c < KILN_DV4; ++c) acc[c] *= alpha;
     // p v: this invocation's value row (key k0 + lid), row j from invocation j
     vec4 vr[KILN_DV4];
     {
       int e = vbase + int(kin ? gk : 0u) * p.vs2;
 #if KILN_V4
-      [[unroll]] for (uint c = 0u; c < KILN_DV4; ++c) {
+      KILN_UNROLL_D for (uint c = 0u; c < KILN_DV4; ++c) {
         vec4 v = kiln_v4(e + int(4u * c));
         vr[c] = kin ? v : vec4(0.0);
       }
@@ -154,7 +157,7 @@ void main() {
     // as often
     [[dont_unroll]] for (uint j = 0u; j < WG; j += 4u) {
       float p0 = sc[j], p1 = sc[j + 1u], p2 = sc[j + 2u], p3 = sc[j + 3u];
-      [[unroll]] for (uint c = 0u; c < KILN_DV4; ++c)
+      KILN_UNROLL_D for (uint c = 0u; c < KILN_DV4; ++c)
         acc[c] += p0 * subgroupShuffle(vr[c], j) + p1 * subgroupShuffle(vr[c], j + 1u) +
                   p2 * subgroupShuffle(vr[c], j + 2u) + p3 * subgroupShuffle(vr[c], j + 3u);
     }

@@ -4,6 +4,7 @@
 // q / the output per invocation), KILN_BKV (keys per tile: a constant, so that the loops
 // over a tile unroll and the scores stay in registers) and KILN_K4 / KILN_V4 (kiln_k4 /
 // kiln_v4: four elements of a key / value row as one vec4)).
+// KILN_UNROLL_KV: [[unroll]] on GPUs; [[dont_unroll]] on CPU devices (compile time).
 // Bindings: the statement's operands (generated).
 // Push constants (or the parameter buffer): as flash.comp.
 // Workgroup: local_size_x = WG (specialisation constant 2), a multiple of the subgroup
@@ -75,7 +76,7 @@ void main() {
       q[c] = v * p.scale;
     }
   }
-  [[unroll]] for (uint c = 0u; c < KILN_DVS; ++c) acc[c] = vec4(0.0);
+  KILN_UNROLL_KV for (uint c = 0u; c < KILN_DVS; ++c) acc[c] = vec4(0.0);
   float m = kiln_ninf, l = 0.0;
   int lastkey = !live ? -1 : p.causal != 0u ? min(int(i) + shift, int(p.Skv) - 1) : int(p.Skv) - 1;
 #if KILN_MASK
@@ -118,9 +119,9 @@ void main() {
     barrier();
 
     // scores: the slice's partial dot, summed over the row's invocations
-    [[unroll]] for (uint j = 0u; j < BKV; ++j) {
+    KILN_UNROLL_KV for (uint j = 0u; j < BKV; ++j) {
       vec4 d4 = vec4(0.0);
-      [[unroll]] for (uint c = 0u; c < KILN_DS; ++c) d4 += q[c] * kiln_ks[j * KILN_DP4 + c * KILN_L + sl];
+      KILN_UNROLL_KV for (uint c = 0u; c < KILN_DS; ++c) d4 += q[c] * kiln_ks[j * KILN_DP4 + c * KILN_L + sl];
       float x = (d4.x + d4.y) + (d4.z + d4.w);
       [[unroll]] for (uint o = 1u; o < KILN_L; o *= 2u) x += subgroupShuffleXor(x, o);
       int gj = int(k0 + j);
@@ -137,23 +138,23 @@ void main() {
     }
     // online softmax: the tile's max, the rescale, p = exp(s - m')
     float mt = kiln_ninf;
-    [[unroll]] for (uint j = 0u; j < BKV; ++j) mt = max(mt, sc[j]);
+    KILN_UNROLL_KV for (uint j = 0u; j < BKV; ++j) mt = max(mt, sc[j]);
     float mn = max(m, mt);
     bool none = mn == kiln_ninf;  // nothing visible yet: p = 0 for the whole tile
     float alpha = none ? 1.0 : exp(m - mn);  // m = -inf: 0
     float sum = 0.0;
-    [[unroll]] for (uint j = 0u; j < BKV; ++j) {
+    KILN_UNROLL_KV for (uint j = 0u; j < BKV; ++j) {
       float e = none ? 0.0 : exp(sc[j] - mn);
       sc[j] = e;
       sum += e;
     }
     l = l * alpha + sum;
     m = mn;
-    [[unroll]] for (uint c = 0u; c < KILN_DVS; ++c) acc[c] *= alpha;
+    KILN_UNROLL_KV for (uint c = 0u; c < KILN_DVS; ++c) acc[c] *= alpha;
     // p v: this invocation's slice of the staged value rows
-    [[unroll]] for (uint j = 0u; j < BKV; ++j) {
+    KILN_UNROLL_KV for (uint j = 0u; j < BKV; ++j) {
       float pj = sc[j];
-      [[unroll]] for (uint c = 0u; c < KILN_DVS; ++c) acc[c] += pj * kiln_vs[j * KILN_DVP4 + c * KILN_L + sl];
+      KILN_UNROLL_KV for (uint c = 0u; c < KILN_DVS; ++c) acc[c] += pj * kiln_vs[j * KILN_DVP4 + c * KILN_L + sl];
     }
     barrier();
   }

@@ -6,8 +6,8 @@
 // kiln::transpose, broadcast additive masks with whole masked blocks and fully masked
 // rows, softcap, an explicit scale, large logits, f16 storage, the fused forms (a
 // prologue on q, `attention(q, k, v) * gate`) as the variant's dispatches, and every
-// variant forced (KILN_VULKAN_ATTENTION; flash_slices is forced only) and chosen by shape
-// (flash_lanes on CPU devices, flash elsewhere), with the name kiln::kernel_variant gives. Distinct kernels are kept few: lavapipe compiles each
+// variant forced (KILN_VULKAN_ATTENTION) and chosen by shape
+// (flash_lanes on CPU devices, flash_slices on GPUs, flash where subgroups cannot shuffle), with the name kiln::kernel_variant gives. Distinct kernels are kept few: lavapipe compiles each
 // pipeline for seconds.
 //
 // The reference and its tolerance: tests/support/attention_reference.hpp.
@@ -109,10 +109,11 @@ TEST_F(attention, flash_shared_tiles_forced) {
   check(make(g, {2, 8, 2, 21, 29, 7, 7}), {}, "forced flash, gqa 4, D 7");
 }
 
-// The GPU kernel with each row spread over a subgroup's invocations, forced (it is not
-// chosen by shape yet): causal tails, Sq > Skv, GQA with an odd head dim (one invocation
-// a row), D 128 (four), a mask with a fully masked row, softcap, strided k / v (element
-// reads), f16 storage.
+// The GPU kernel with each row spread over a subgroup's invocations, forced (lavapipe
+// runs flash_lanes by shape): causal tails, Sq > Skv, GQA with an odd head dim, D 64
+// (one invocation a row), D 128 (two), a mask with a fully masked row, softcap, strided
+// k / v (element reads), f16 storage, and the tuning form flash_slices:LxBKV (4 and 8
+// invocations a row).
 TEST_F(attention, flash_slices_forced) {
   const auto& info = kiln::vulkan::device(kiln_test::gpu());
   const auto& ops = info.subgroup_operations;
@@ -123,14 +124,14 @@ TEST_F(attention, flash_slices_forced) {
   kiln_test::scoped_env env("KILN_VULKAN_ATTENTION", "flash_slices");
   const operands x = make(g, {1, 2, 2, 37, 37, 64, 64});
   const std::string name = check(x, causal(), "forced flash_slices, causal");
-  EXPECT_NE(name.find("vulkan.attention.flash_slices 64x32 (2 invocations a row)"), std::string::npos) << name;
+  EXPECT_NE(name.find("vulkan.attention.flash_slices 128x32 (1 invocation a row)"), std::string::npos) << name;
   check(x, {}, "forced flash_slices, full");
   check(make(g, {1, 2, 2, 70, 33, 64, 64}), causal(), "forced flash_slices, Sq > Skv");
   check(make(g, {2, 8, 2, 21, 29, 7, 7}), {}, "forced flash_slices, gqa 4, D 7");
   const operands y = make(g, {1, 4, 1, 45, 150, 128, 128}, 3.0f);
   kiln::attention_options o = causal();
   o.softcap = 5.0f;
-  EXPECT_NE(check(y, o, "forced flash_slices, mqa, D 128, softcap").find("(4 invocations a row)"), std::string::npos);
+  EXPECT_NE(check(y, o, "forced flash_slices, mqa, D 128, softcap").find("(2 invocations a row)"), std::string::npos);
   const float inf = std::numeric_limits<float>::infinity();
   auto h = kiln_test::uniform(g, static_cast<std::size_t>(37 * 37), -2.0f, 2.0f);
   for (index_t j = 0; j < 37; ++j) h[static_cast<std::size_t>(5 * 37 + j)] = -inf;  // row 5 sees nothing
@@ -149,6 +150,11 @@ TEST_F(attention, flash_slices_forced) {
     kiln_test::scoped_env shape("KILN_VULKAN_ATTENTION", "flash_slices:4x16");
     const std::string tuned = check(x, causal(), "forced flash_slices:4x16, causal");
     EXPECT_NE(tuned.find("vulkan.attention.flash_slices 32x16 (4 invocations a row)"), std::string::npos) << tuned;
+  }
+  {
+    kiln_test::scoped_env shape("KILN_VULKAN_ATTENTION", "flash_slices:8x8");
+    const std::string tuned = check(y, o, "forced flash_slices:8x8, mqa, D 128, softcap");
+    EXPECT_NE(tuned.find("vulkan.attention.flash_slices 16x8 (8 invocations a row)"), std::string::npos) << tuned;
   }
   for (const char* bad : {"flash_slices:3x32", "flash_slices:4x2", "flash_slices:4", "flash_slices:4x32x"}) {
     kiln_test::scoped_env shape("KILN_VULKAN_ATTENTION", bad);

@@ -323,6 +323,9 @@ inline constexpr std::string_view attention_flash_lanes = R"kiln_glsl(// kernels
 // fragment after the generated part, with the hooks, parameters and #defines of flash.comp
 // plus KILN_K4 / KILN_V4 (1: kiln_k4 / kiln_v4 read four elements of a key / value row
 // as one vec4: f32, contiguous along D, 4-aligned).
+// KILN_UNROLL_D: [[unroll]] for head dims up to 128, else [[dont_unroll]] (q, the
+// accumulators and the key / value rows then stay in memory: lavapipe took 39 s to
+// compile the unrolled form at D = 256, 0.5 s the rolled one, and ran it 18% slower).
 // Bindings: the statement's operands (generated).
 // Push constants (or the parameter buffer): as flash.comp.
 // Workgroup: local_size_x = WG (specialisation constant 2) = the subgroup size, so the
@@ -386,7 +389,7 @@ void main() {
       q[c] = v * p.scale;
     }
   }
-  [[unroll]] for (uint c = 0u; c < KILN_DV4; ++c) acc[c] = vec4(0.0);
+  KILN_UNROLL_D for (uint c = 0u; c < KILN_DV4; ++c) acc[c] = vec4(0.0);
   float m = kiln_ninf, l = 0.0;
   int lastkey = !live ? -1 : p.causal != 0u ? min(int(i) + shift, int(p.Skv) - 1) : int(p.Skv) - 1;
 #if KILN_MASK
@@ -403,7 +406,7 @@ void main() {
       int e = kbase + int(kin ? gk : 0u) * p.ks2;
 #if KILN_K4
       // e is key 0's row past the end (kend > 0 here): in range, read unconditionally
-      [[unroll]] for (uint c = 0u; c < KILN_D4; ++c) {
+      KILN_UNROLL_D for (uint c = 0u; c < KILN_D4; ++c) {
         vec4 v = kiln_k4(e + int(4u * c));
         kr[c] = kin ? v : vec4(0.0);
       }
@@ -420,7 +423,7 @@ void main() {
     // (four keys a step, as p v below)
     [[dont_unroll]] for (uint j = 0u; j < WG; j += 4u) {
       vec4 dot4[4] = vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
-      [[unroll]] for (uint c = 0u; c < KILN_D4; ++c) {
+      KILN_UNROLL_D for (uint c = 0u; c < KILN_D4; ++c) {
         [[unroll]] for (uint u = 0u; u < 4u; ++u) dot4[u] += q[c] * subgroupShuffle(kr[c], j + u);
       }
       [[unroll]] for (uint u = 0u; u < 4u; ++u) {
@@ -451,13 +454,13 @@ void main() {
     }
     l = l * alpha + sum;
     m = mn;
-    [[unroll]] for (uint c = 0u; c < KILN_DV4; ++c) acc[c] *= alpha;
+    KILN_UNROLL_D for (uint c = 0u; c < KILN_DV4; ++c) acc[c] *= alpha;
     // p v: this invocation's value row (key k0 + lid), row j from invocation j
     vec4 vr[KILN_DV4];
     {
       int e = vbase + int(kin ? gk : 0u) * p.vs2;
 #if KILN_V4
-      [[unroll]] for (uint c = 0u; c < KILN_DV4; ++c) {
+      KILN_UNROLL_D for (uint c = 0u; c < KILN_DV4; ++c) {
         vec4 v = kiln_v4(e + int(4u * c));
         vr[c] = kin ? v : vec4(0.0);
       }
@@ -475,7 +478,7 @@ void main() {
     // as often
     [[dont_unroll]] for (uint j = 0u; j < WG; j += 4u) {
       float p0 = sc[j], p1 = sc[j + 1u], p2 = sc[j + 2u], p3 = sc[j + 3u];
-      [[unroll]] for (uint c = 0u; c < KILN_DV4; ++c)
+      KILN_UNROLL_D for (uint c = 0u; c < KILN_DV4; ++c)
         acc[c] += p0 * subgroupShuffle(vr[c], j) + p1 * subgroupShuffle(vr[c], j + 1u) +
                   p2 * subgroupShuffle(vr[c], j + 2u) + p3 * subgroupShuffle(vr[c], j + 3u);
     }
@@ -500,6 +503,7 @@ inline constexpr std::string_view attention_flash_slices = R"kiln_glsl(// kernel
 // q / the output per invocation), KILN_BKV (keys per tile: a constant, so that the loops
 // over a tile unroll and the scores stay in registers) and KILN_K4 / KILN_V4 (kiln_k4 /
 // kiln_v4: four elements of a key / value row as one vec4)).
+// KILN_UNROLL_KV: [[unroll]] on GPUs; [[dont_unroll]] on CPU devices (compile time).
 // Bindings: the statement's operands (generated).
 // Push constants (or the parameter buffer): as flash.comp.
 // Workgroup: local_size_x = WG (specialisation constant 2), a multiple of the subgroup
@@ -571,7 +575,7 @@ void main() {
       q[c] = v * p.scale;
     }
   }
-  [[unroll]] for (uint c = 0u; c < KILN_DVS; ++c) acc[c] = vec4(0.0);
+  KILN_UNROLL_KV for (uint c = 0u; c < KILN_DVS; ++c) acc[c] = vec4(0.0);
   float m = kiln_ninf, l = 0.0;
   int lastkey = !live ? -1 : p.causal != 0u ? min(int(i) + shift, int(p.Skv) - 1) : int(p.Skv) - 1;
 #if KILN_MASK
@@ -614,9 +618,9 @@ void main() {
     barrier();
 
     // scores: the slice's partial dot, summed over the row's invocations
-    [[unroll]] for (uint j = 0u; j < BKV; ++j) {
+    KILN_UNROLL_KV for (uint j = 0u; j < BKV; ++j) {
       vec4 d4 = vec4(0.0);
-      [[unroll]] for (uint c = 0u; c < KILN_DS; ++c) d4 += q[c] * kiln_ks[j * KILN_DP4 + c * KILN_L + sl];
+      KILN_UNROLL_KV for (uint c = 0u; c < KILN_DS; ++c) d4 += q[c] * kiln_ks[j * KILN_DP4 + c * KILN_L + sl];
       float x = (d4.x + d4.y) + (d4.z + d4.w);
       [[unroll]] for (uint o = 1u; o < KILN_L; o *= 2u) x += subgroupShuffleXor(x, o);
       int gj = int(k0 + j);
@@ -633,23 +637,23 @@ void main() {
     }
     // online softmax: the tile's max, the rescale, p = exp(s - m')
     float mt = kiln_ninf;
-    [[unroll]] for (uint j = 0u; j < BKV; ++j) mt = max(mt, sc[j]);
+    KILN_UNROLL_KV for (uint j = 0u; j < BKV; ++j) mt = max(mt, sc[j]);
     float mn = max(m, mt);
     bool none = mn == kiln_ninf;  // nothing visible yet: p = 0 for the whole tile
     float alpha = none ? 1.0 : exp(m - mn);  // m = -inf: 0
     float sum = 0.0;
-    [[unroll]] for (uint j = 0u; j < BKV; ++j) {
+    KILN_UNROLL_KV for (uint j = 0u; j < BKV; ++j) {
       float e = none ? 0.0 : exp(sc[j] - mn);
       sc[j] = e;
       sum += e;
     }
     l = l * alpha + sum;
     m = mn;
-    [[unroll]] for (uint c = 0u; c < KILN_DVS; ++c) acc[c] *= alpha;
+    KILN_UNROLL_KV for (uint c = 0u; c < KILN_DVS; ++c) acc[c] *= alpha;
     // p v: this invocation's slice of the staged value rows
-    [[unroll]] for (uint j = 0u; j < BKV; ++j) {
+    KILN_UNROLL_KV for (uint j = 0u; j < BKV; ++j) {
       float pj = sc[j];
-      [[unroll]] for (uint c = 0u; c < KILN_DVS; ++c) acc[c] += pj * kiln_vs[j * KILN_DVP4 + c * KILN_L + sl];
+      KILN_UNROLL_KV for (uint c = 0u; c < KILN_DVS; ++c) acc[c] += pj * kiln_vs[j * KILN_DVP4 + c * KILN_L + sl];
     }
     barrier();
   }

@@ -8,8 +8,8 @@
 //   flash   one workgroup per (batch, head, query block): K/V tiles of BKV keys staged
 //           in shared memory, RQ query rows per invocation kept in registers (q and the
 //           f32 output accumulators), an online softmax per row; causal tiles past a
-//           block's last visible key are never visited. GPUs: 64 invocations x 1 row;
-//           CPU devices (lavapipe: a workgroup is one thread, SIMD across invocations,
+//           block's last visible key are never visited. Chosen where subgroups cannot
+//           shuffle. GPUs: 64 invocations x 1 row; CPU devices (lavapipe: a workgroup is one thread, SIMD across invocations,
 //           each shared-memory read a loop over lanes): 8 invocations x 4 rows (2 or 1
 //           for head dims past 128), so each staged K/V vector feeds several rows.
 //   flash_lanes  CPU devices with subgroup shuffles (lavapipe): the workgroup is one
@@ -20,12 +20,13 @@
 //           arrays, so flash's staged tiles and RQ rows cost more than they save there
 //           (B1 H4 D128 causal on a 2-core EPYC: S 512 35 ms against 58, S 2048 510
 //           against 891).
-//   flash_slices  each query row spread over L invocations of a subgroup (L = 2, 4, 8 as
-//           D grows), each holding a slice of q and of the accumulators (32 floats of
-//           each at D = 128), scores summed by subgroupShuffleXor; K/V tiles staged in
-//           shared memory as flash. For GPUs, where flash keeps 2 D floats a row in one
-//           invocation's registers (spilled at D = 128). Forced only
-//           (KILN_VULKAN_ATTENTION=flash_slices) until it is measured on a GPU.
+//   flash_slices  GPUs (devices with subgroup shuffles that are not CPUs): each query
+//           row spread over L invocations of a subgroup (L = 1, 2, 4, 8 as D grows),
+//           each holding a slice of q and of the accumulators (64 floats of each at
+//           D = 128, L = 2), scores summed by subgroupShuffleXor; K/V tiles staged in
+//           shared memory as flash. flash keeps 2 D floats a row in one invocation's
+//           registers (spilled at D = 128): on an H200 (B1 H32 S2048 D128 causal f32)
+//           flash_slices took 2.47 ms, flash 6.41, the materialised composition 3.74.
 //   decode  Sq <= 4: one workgroup per query row, invocations over keys (a score each,
 //           the tile's max by subgroup / shared-memory reduction), then over the output
 //           columns for p v. One dispatch.
@@ -96,7 +97,7 @@ struct attention_choice {
       case attention_kind::flash_lanes: return "vulkan.attention.flash_lanes " + std::to_string(wg) + "x" + std::to_string(wg);
       case attention_kind::flash_slices:
         return "vulkan.attention.flash_slices " + std::to_string(bq()) + "x" + std::to_string(bkv) + " (" +
-               std::to_string(lanes) + " invocations a row)";
+               std::to_string(lanes) + (lanes == 1 ? " invocation a row)" : " invocations a row)");
       case attention_kind::decode: return "vulkan.attention.decode";
       case attention_kind::split: return "vulkan.attention.split " + std::to_string(splits) + " (2 dispatches)";
     }
@@ -164,6 +165,8 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
     c.kind = attention_kind::decode;
   } else if (attention_lanes_fit(dev)) {
     c.kind = attention_kind::flash_lanes;
+  } else if (attention_slices_fit(dev)) {
+    c.kind = attention_kind::flash_slices;
   }
   const auto fail = [&](const std::string& kind) -> attention_choice {
     throw device_error(what + ": no " + kind + " attention kernel fits the device (the smallest needs " +
@@ -195,10 +198,15 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
       return c;
     }
     // the fewest invocations a row (a power of 2, within a subgroup) that leave each at
-    // most 8 vec4s of q and of the accumulators
+    // most 16 vec4s of q and of the accumulators (D = 128: 2 a row), and tiles of 16 keys
+    // where the tasks fill a GPU several times over (fewer registers: more resident
+    // warps), else 32 (fewer barriers a key). On an H200 (B1 S2048 D128 causal f32):
+    // H 32 (1024 tasks) 2x16 2.47 ms, 2x32 2.85, 4x32 3.45, 8x32 3.73, 1x32 5.1 (spilled);
+    // H 4 (128 tasks) 2x32 0.76 ms, 2x16 1.05, 4x32 0.85.
     const std::uint32_t most = std::min<std::uint32_t>(8, pow2_at_most(dev.subgroup));
-    for (c.lanes = 1; c.lanes < most && std::max(slice_vec4s(d.D, c.lanes), slice_vec4s(d.Dv, c.lanes)) > 8;) c.lanes *= 2;
-    for (c.bkv = 32; c.bkv >= 4; c.bkv /= 2)
+    for (c.lanes = 1; c.lanes < most && std::max(slice_vec4s(d.D, c.lanes), slice_vec4s(d.Dv, c.lanes)) > 16;) c.lanes *= 2;
+    const std::uint64_t tasks = std::uint64_t(d.B) * std::uint64_t(d.Hq) * ceil_div(std::uint64_t(std::max<index_t>(d.Sq, 1)), c.bq());
+    for (c.bkv = tasks >= 512 ? 16 : 32; c.bkv >= 4; c.bkv /= 2)
       if (c.shared_bytes(d.D, d.Dv) <= dev.shared_bytes) return c;
     c.bkv = 4;
     return fail("flash_slices");
@@ -252,6 +260,7 @@ struct attention_plan {
   bool subgroup = false;   // decode / split: subgroupMax for the tile's max
   bool k4 = false, v4 = false;  // flash_lanes, flash_slices: k / v rows read as vec4s (f32, contiguous along D, 4-aligned)
   std::uint32_t lanes = 1, bkv = 0;  // flash_slices: invocations a row, keys a tile (#defines)
+  bool rolled = false;  // flash_slices on a CPU device (tests only): its loops kept rolled (lavapipe's compile time)
 };
 
 inline std::string attention_plan_key(const attention_plan& a) {
@@ -260,7 +269,7 @@ inline std::string attention_plan_key(const attention_plan& a) {
   k += static_cast<char>(a.kind);
   k += static_cast<char>(a.phase);
   k += static_cast<char>(a.subgroup);
-  k += static_cast<char>(a.k4 | a.v4 << 1);
+  k += static_cast<char>(a.k4 | a.v4 << 1 | a.rolled << 2);
   k += std::to_string(a.D) + "," + std::to_string(a.Dv) + "," + std::to_string(a.dvl) + "," + std::to_string(a.lanes) +
        "," + std::to_string(a.bkv);
   return k;
@@ -290,6 +299,8 @@ inline structural_family_text attention_family_text(const attention_plan& a, std
   def("KILN_D4", std::to_string(std::max<index_t>((a.D + 3) / 4, 1)) + "u");
   def("KILN_DV4", std::to_string(std::max<index_t>((a.Dv + 3) / 4, 1)) + "u");
   def("KILN_DVL", std::to_string(a.dvl) + "u");
+  // flash_lanes' loops over D: unrolled up to 128, rolled past (its compile time)
+  def("KILN_UNROLL_D", std::max(a.D, a.Dv) > 128 ? "[[dont_unroll]]" : "[[unroll]]");
   def("KILN_MASK", mask ? "1" : "0");
   def("KILN_SUBGROUP", a.subgroup ? "1" : "0");
   def("KILN_K4", a.k4 ? "1" : "0");
@@ -300,6 +311,10 @@ inline structural_family_text attention_family_text(const attention_plan& a, std
     def("KILN_DS", std::to_string(slice_vec4s(a.D, a.lanes)) + "u");
     def("KILN_DVS", std::to_string(slice_vec4s(a.Dv, a.lanes)) + "u");
     def("KILN_BKV", std::to_string(a.bkv) + "u");
+    // GPUs: the loops over a tile and a slice unrolled (the scores stay in registers); a
+    // CPU device (lavapipe, where flash_slices only runs when forced) compiles the
+    // unrolled form for minutes at D = 128
+    def("KILN_UNROLL_KV", a.rolled ? "[[dont_unroll]]" : "[[unroll]]");
   }
   if (a.phase) {
     f.buffers += "layout(std430, set = 0, binding = " + std::to_string(sp.bindings) + ") " +
@@ -447,6 +462,7 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
   if (c.kind == attention_kind::flash_slices) {
     a.lanes = c.lanes;
     a.bkv = c.bkv;
+    a.rolled = dev.cpu;
   }
   if (c.kind == attention_kind::flash_lanes || c.kind == attention_kind::flash_slices) {
     // vec4 rows: f32, contiguous along D, every row start a multiple of 4 elements
