@@ -133,18 +133,16 @@ void decode(benchmark::State& state, const kiln::context<B>& ctx) {
   m.reset();
   m.forward(prompt()).to_host();  // the prefill done before the clock starts
   std::int32_t next = 1;
-  for (auto _ : state) {
+  const auto step = [&] {
     if (m.position() == m.capacity()) m.rewind(prompt_len);
     auto logits = m.forward(std::span<const std::int32_t>(&next, 1));
     next = kiln::llama::argmax_row(logits, 0);  // waits for the step, as greedy decoding does
-  }
+  };
+  for (auto _ : state) step();
   state.counters["tok/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
   if (ctx.profiling()) {  // KILN_PROFILE=1: where four decode steps' time goes, on stderr
     ctx.clear_profile();
-    for (int i = 0; i < 4; ++i) {
-      if (m.position() == m.capacity()) m.rewind(prompt_len);
-      next = kiln::llama::argmax_row(m.forward(std::span<const std::int32_t>(&next, 1)), 0);
-    }
+    for (int i = 0; i < 4; ++i) step();
     std::cerr << "decode, " << kiln::dtype_name_v<W> << " weights, four steps:\n" << kiln::profile_table(ctx) << "\n";
   }
   kiln_bench::set_bytes(state, m.weight_bytes_per_token());

@@ -39,27 +39,15 @@ shared vec4 kiln_vs[BKV * KILN_DVP4];  // [key][dv / 4]
 #define kiln_pinf uintBitsToFloat(0x7f800000u)
 
 void main() {
-  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  uint head = task / p.qblocks;
-  if (head >= p.B * p.Hq) return;  // whole workgroups: uniform
-  uint qb = task % p.qblocks;
-  uint b = head / p.Hq, h = head % p.Hq, hk = h / p.group;
+  kiln_block blk;
+  if (!kiln_block_of(WG / KILN_L, blk)) return;  // whole workgroups: uniform
+  uint head = blk.head, b = blk.b, h = blk.h, q0 = blk.q0, kend = blk.kend;
+  int kbase = blk.kbase, vbase = blk.vbase, shift = blk.shift;
   uint lid = gl_LocalInvocationIndex;
   // the row and the slice from the subgroup, which holds the row's KILN_L invocations
   uint rows_per_subgroup = gl_SubgroupSize / KILN_L;
   uint rl = gl_SubgroupID * rows_per_subgroup + gl_SubgroupInvocationID / KILN_L;
   uint sl = gl_SubgroupInvocationID % KILN_L;
-  uint BQ = WG / KILN_L;
-  uint q0 = qb * BQ;
-  int kbase = int(p.koff) + int(b) * p.ks0 + int(hk) * p.ks1;
-  int vbase = int(p.voff) + int(b) * p.vs0 + int(hk) * p.vs1;
-  int shift = int(p.Skv) - int(p.Sq);  // causal: row i sees keys <= i + shift
-
-  // keys this block visits: all, or (causal) up to its last row's last visible key
-  uint last_row = min(p.Sq, q0 + BQ) - 1u;
-  int kend_i = int(p.Skv);
-  if (p.causal != 0u) kend_i = clamp(int(last_row) + shift + 1, 0, int(p.Skv));
-  uint kend = uint(kend_i);
 
   uint i = q0 + rl;
   bool live = i < p.Sq;

@@ -7,6 +7,41 @@
 
 namespace kiln::detail::vk::kernels {
 
+/// attention/block.comp
+inline constexpr std::string_view attention_block = R"kiln_glsl(// kernels/attention/block.comp — the query block of a flash-family workgroup (flash,
+// flash_lanes, flash_slices; a fragment after the generated part and before the kernel,
+// which reads the parameter block `p` of flash.comp). Workgroups are numbered
+// gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x, one per (batch, query head,
+// block of `rows` query rows); tasks past the last are skipped.
+struct kiln_block {
+  uint head, b, h;    // the (batch, query head) pair, its batch and its query head
+  uint q0;            // the block's first query row
+  int kbase, vbase;   // element 0 of k / v for the query head's kv head (GQA: h / group)
+  int shift;          // causal (bottom-right): row i sees keys <= i + shift
+  uint kend;          // keys the block visits: all, or (causal) up to its last row's last visible key
+};
+
+// This workgroup's block of `rows` query rows; false past the last task (whole
+// workgroups: uniform, so the caller may return before its barriers).
+bool kiln_block_of(uint rows, out kiln_block k) {
+  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  k.head = task / p.qblocks;
+  if (k.head >= p.B * p.Hq) return false;
+  k.b = k.head / p.Hq;
+  k.h = k.head % p.Hq;
+  uint hk = k.h / p.group;
+  k.q0 = (task % p.qblocks) * rows;
+  k.kbase = int(p.koff) + int(k.b) * p.ks0 + int(hk) * p.ks1;
+  k.vbase = int(p.voff) + int(k.b) * p.vs0 + int(hk) * p.vs1;
+  k.shift = int(p.Skv) - int(p.Sq);
+  uint last_row = min(p.Sq, k.q0 + rows) - 1u;
+  int kend = int(p.Skv);
+  if (p.causal != 0u) kend = clamp(int(last_row) + k.shift + 1, 0, int(p.Skv));
+  k.kend = uint(kend);
+  return true;
+}
+)kiln_glsl";
+
 /// attention/decode.comp
 inline constexpr std::string_view attention_decode = R"kiln_glsl(// kernels/attention/decode.comp — attention for few query rows (decoding), and phase 1 of
 // the split-KV variant (flash-decoding). A fragment after the generated part (see
@@ -181,22 +216,11 @@ shared vec4 kiln_vs[BKV * KILN_DV4];  // [key][dv / 4]
 #define kiln_pinf uintBitsToFloat(0x7f800000u)
 
 void main() {
-  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  uint head = task / p.qblocks;
-  if (head >= p.B * p.Hq) return;  // whole workgroups: uniform
-  uint qb = task % p.qblocks;
-  uint b = head / p.Hq, h = head % p.Hq, hk = h / p.group;
+  kiln_block blk;
+  if (!kiln_block_of(WG * RQ, blk)) return;  // whole workgroups: uniform
+  uint head = blk.head, b = blk.b, h = blk.h, q0 = blk.q0, kend = blk.kend;
+  int kbase = blk.kbase, vbase = blk.vbase, shift = blk.shift;
   uint lid = gl_LocalInvocationIndex;
-  uint q0 = qb * (WG * RQ);
-  int kbase = int(p.koff) + int(b) * p.ks0 + int(hk) * p.ks1;
-  int vbase = int(p.voff) + int(b) * p.vs0 + int(hk) * p.vs1;
-  int shift = int(p.Skv) - int(p.Sq);  // causal: row i sees keys <= i + shift
-
-  // keys this block visits: all, or (causal) up to its last row's last visible key
-  uint last_row = min(p.Sq, q0 + WG * RQ) - 1u;
-  int kend_i = int(p.Skv);
-  if (p.causal != 0u) kend_i = clamp(int(last_row) + shift + 1, 0, int(p.Skv));
-  uint kend = uint(kend_i);
 
   vec4 q[RQ][KILN_D4];
   vec4 acc[RQ][KILN_DV4];
@@ -358,22 +382,11 @@ layout(constant_id = 2) const uint WG = 8;
 #define kiln_pinf uintBitsToFloat(0x7f800000u)
 
 void main() {
-  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  uint head = task / p.qblocks;
-  if (head >= p.B * p.Hq) return;  // whole workgroups: uniform
-  uint qb = task % p.qblocks;
-  uint b = head / p.Hq, h = head % p.Hq, hk = h / p.group;
+  kiln_block blk;
+  if (!kiln_block_of(WG, blk)) return;  // whole workgroups: uniform
+  uint head = blk.head, b = blk.b, h = blk.h, q0 = blk.q0, kend = blk.kend;
+  int kbase = blk.kbase, vbase = blk.vbase, shift = blk.shift;
   uint lid = gl_LocalInvocationIndex;
-  uint q0 = qb * WG;
-  int kbase = int(p.koff) + int(b) * p.ks0 + int(hk) * p.ks1;
-  int vbase = int(p.voff) + int(b) * p.vs0 + int(hk) * p.vs1;
-  int shift = int(p.Skv) - int(p.Sq);  // causal: row i sees keys <= i + shift
-
-  // keys this block visits: all, or (causal) up to its last row's last visible key
-  uint last_row = min(p.Sq, q0 + WG) - 1u;
-  int kend_i = int(p.Skv);
-  if (p.causal != 0u) kend_i = clamp(int(last_row) + shift + 1, 0, int(p.Skv));
-  uint kend = uint(kend_i);
 
   uint i = q0 + lid;
   bool live = i < p.Sq;
@@ -538,27 +551,15 @@ shared vec4 kiln_vs[BKV * KILN_DVP4];  // [key][dv / 4]
 #define kiln_pinf uintBitsToFloat(0x7f800000u)
 
 void main() {
-  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  uint head = task / p.qblocks;
-  if (head >= p.B * p.Hq) return;  // whole workgroups: uniform
-  uint qb = task % p.qblocks;
-  uint b = head / p.Hq, h = head % p.Hq, hk = h / p.group;
+  kiln_block blk;
+  if (!kiln_block_of(WG / KILN_L, blk)) return;  // whole workgroups: uniform
+  uint head = blk.head, b = blk.b, h = blk.h, q0 = blk.q0, kend = blk.kend;
+  int kbase = blk.kbase, vbase = blk.vbase, shift = blk.shift;
   uint lid = gl_LocalInvocationIndex;
   // the row and the slice from the subgroup, which holds the row's KILN_L invocations
   uint rows_per_subgroup = gl_SubgroupSize / KILN_L;
   uint rl = gl_SubgroupID * rows_per_subgroup + gl_SubgroupInvocationID / KILN_L;
   uint sl = gl_SubgroupInvocationID % KILN_L;
-  uint BQ = WG / KILN_L;
-  uint q0 = qb * BQ;
-  int kbase = int(p.koff) + int(b) * p.ks0 + int(hk) * p.ks1;
-  int vbase = int(p.voff) + int(b) * p.vs0 + int(hk) * p.vs1;
-  int shift = int(p.Skv) - int(p.Sq);  // causal: row i sees keys <= i + shift
-
-  // keys this block visits: all, or (causal) up to its last row's last visible key
-  uint last_row = min(p.Sq, q0 + BQ) - 1u;
-  int kend_i = int(p.Skv);
-  if (p.causal != 0u) kend_i = clamp(int(last_row) + shift + 1, 0, int(p.Skv));
-  uint kend = uint(kend_i);
 
   uint i = q0 + rl;
   bool live = i < p.Sq;
@@ -2491,6 +2492,7 @@ struct embedded_kernel {
 
 /// Every embedded kernel, by file name.
 inline constexpr embedded_kernel all[] = {
+    {"attention_block", attention_block},
     {"attention_decode", attention_decode},
     {"attention_flash", attention_flash},
     {"attention_flash_lanes", attention_flash_lanes},

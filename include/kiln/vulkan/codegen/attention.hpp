@@ -42,6 +42,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -131,19 +132,11 @@ inline attention_choice select_attention(const attention_dims& d, const gemm_dev
   std::uint32_t want_lanes = 0, want_bkv = 0;
   if (forced.starts_with("flash_slices:")) {
     const std::string_view shape = forced.substr(13);
-    const auto x = shape.find('x');
-    const auto number = [](std::string_view t) -> std::uint32_t {
-      std::uint32_t n = 0;
-      if (t.empty() || t.size() > 3) return 0;
-      for (const char ch : t) {
-        if (ch < '0' || ch > '9') return 0;
-        n = n * 10 + std::uint32_t(ch - '0');
-      }
-      return n;
-    };
-    if (x != std::string_view::npos) {
-      want_lanes = number(shape.substr(0, x));
-      want_bkv = number(shape.substr(x + 1));
+    const char* const end = shape.data() + shape.size();
+    const auto lanes = std::from_chars(shape.data(), end, want_lanes);
+    if (lanes.ec != std::errc() || lanes.ptr == end || *lanes.ptr != 'x' ||
+        std::from_chars(lanes.ptr + 1, end, want_bkv).ptr != end) {
+      want_lanes = want_bkv = 0;  // not LxBKV: refused below
     }
     const auto pow2 = [](std::uint32_t n) { return n != 0 && (n & (n - 1)) == 0; };
     if (!pow2(want_lanes) || want_lanes > 8 || !pow2(want_bkv) || want_bkv < 4 || want_bkv > 128) {
@@ -363,9 +356,11 @@ struct attention_kernel {
   bool empty = false;          // no output element: nothing to dispatch
 };
 
-/// The source of an attention kernel under plan a, once per process per (T, N, plan).
+/// The source of an attention kernel under plan a, once per process per (T, N, plan);
+/// block: kernels/attention/block.comp for the flash family (before tmpl), else empty.
 template <class T, class N, class S>
-const structural_source& cached_attention_source(const N& n, const S& s, const attention_plan& a, std::string_view tmpl) {
+const structural_source& cached_attention_source(const N& n, const S& s, const attention_plan& a, std::string_view tmpl,
+                                                 std::string_view block = {}) {
   static std::mutex mutex;
   static std::unordered_map<std::string, std::unique_ptr<const structural_source>> sources;
   std::string key = attention_plan_key(a);
@@ -375,9 +370,11 @@ const structural_source& cached_attention_source(const N& n, const S& s, const a
   std::string pro_result, epi_result, readable;
   emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
   const std::string_view result_type = glsl_compute_type<typename S::value_type>();
-  auto src = std::make_unique<structural_source>(
-      assemble_structural(a.base, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(),
-                          result_type, attention_family_text(a, result_type), std::move(readable), {tmpl}));
+  const auto assemble = [&](std::initializer_list<std::string_view> templates) {
+    return assemble_structural(a.base, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(),
+                               result_type, attention_family_text(a, result_type), std::move(readable), templates);
+  };
+  auto src = std::make_unique<structural_source>(block.empty() ? assemble({tmpl}) : assemble({block, tmpl}));
   src->name = structural_kernel_name("attention", src->glsl);
   return *sources.emplace(std::move(key), std::move(src)).first->second;
 }
@@ -404,12 +401,12 @@ attention_choice attention_choice_of(const S& s, const gemm_device& dev) {
 }
 
 /// Plans and generates the attention kernel of `out = n` (a planned tree whose structural
-/// node is an attention). templates: kernels/attention/{flash,flash_lanes,flash_slices,decode,merge}.comp. Throws
+/// node is an attention). templates: kernels/attention/{block,flash,flash_lanes,flash_slices,decode,merge}.comp. Throws
 /// kiln::shape_error where sizes pass the kernels' 32-bit indexing, kiln::device_error
 /// where no variant fits the device.
 template <class T, class B, class N>
 attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, const gemm_device& dev,
-                                       std::uint32_t max_push_bytes, std::string_view flash_glsl,
+                                       std::uint32_t max_push_bytes, std::string_view block_glsl, std::string_view flash_glsl,
                                        std::string_view flash_lanes_glsl, std::string_view flash_slices_glsl,
                                        std::string_view decode_glsl,
                                        std::string_view merge_glsl) {
@@ -522,11 +519,11 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
   kn.first_wg = c.wg;
   kn.first_tasks = tasks;
   if (c.kind == attention_kind::flash) {
-    kn.first = &cached_attention_source<T>(n, s, a, flash_glsl);
+    kn.first = &cached_attention_source<T>(n, s, a, flash_glsl, block_glsl);
   } else if (c.kind == attention_kind::flash_lanes) {
-    kn.first = &cached_attention_source<T>(n, s, a, flash_lanes_glsl);
+    kn.first = &cached_attention_source<T>(n, s, a, flash_lanes_glsl, block_glsl);
   } else if (c.kind == attention_kind::flash_slices) {
-    kn.first = &cached_attention_source<T>(n, s, a, flash_slices_glsl);
+    kn.first = &cached_attention_source<T>(n, s, a, flash_slices_glsl, block_glsl);
   } else if (c.kind == attention_kind::decode) {
     kn.first = &cached_attention_source<T>(n, s, a, decode_glsl);
   } else {

@@ -60,7 +60,8 @@ void record_attention_kernel(const tensor<T, B>& out, const N& n) {
   const device_info& info = ctx.info();
   const attention_kernel kn =
       make_attention_kernel(out, n, gemm_device_of(ctx), std::max<std::uint32_t>(info.max_push_constants, 4),
-                            kernels::attention_flash, kernels::attention_flash_lanes, kernels::attention_flash_slices,
+                            kernels::attention_block, kernels::attention_flash, kernels::attention_flash_lanes,
+                            kernels::attention_flash_slices,
                             kernels::attention_decode, kernels::attention_merge);
   if (kn.empty) return;
   const structural_plan& plan = kn.first->plan;
