@@ -65,6 +65,30 @@ TYPED_TEST(norm_test, large_mean_rows) {
   }
 }
 
+// Means 6 to 16 standard deviations from 0, both signs, with weight and bias: the CPU
+// kernel centres such rows in one subtraction (|centre| * scale <= 16) or past the bound
+// in two (cpu/reduce/row.hpp); either way to the reference tolerance.
+TYPED_TEST(norm_test, means_near_the_one_subtraction_bound) {
+  auto& c = ctx<TypeParam>();
+  auto g = rng();
+  const kiln::index_t n = 4096;
+  const float offsets[] = {6.0f, -12.0f, 15.9f, -16.1f, 20.0f};  // in standard deviations
+  const auto rows = static_cast<kiln::index_t>(std::size(offsets));
+  auto hx = uniform(g, static_cast<std::size_t>(rows * n), -1.0f, 1.0f);  // std 1/sqrt(3)
+  for (kiln::index_t r = 0; r < rows; ++r)
+    for (kiln::index_t i = 0; i < n; ++i) hx[static_cast<std::size_t>(r * n + i)] += offsets[r] * 0.57735f;
+  const auto hw = uniform(g, static_cast<std::size_t>(n), -2.0f, 2.0f);
+  const auto hb = uniform(g, static_cast<std::size_t>(n), -1.0f, 1.0f);
+  auto x = kiln::from_host(c, {rows, n}, std::span<const float>(hx));
+  auto w = kiln::from_host(c, {n}, std::span<const float>(hw));
+  auto b = kiln::from_host(c, {n}, std::span<const float>(hb));
+  kiln::tensor<float, TypeParam> y;
+  y = kiln::layer_norm(x, w, b);
+  EXPECT_TRUE(close(y.to_host(), ref_norm(hx, n, hw, hb, 1e-5, false), "layer_norm, mean near 16 std"));
+  y = kiln::layer_norm(x);
+  EXPECT_TRUE(close(y.to_host(), ref_norm(hx, n, {}, {}, 1e-5, false), "layer_norm without affine, mean near 16 std"));
+}
+
 // A first element far from the rest: kernels that shift by it must not lose the variance.
 TYPED_TEST(norm_test, outlier_first_element) {
   auto& c = ctx<TypeParam>();
