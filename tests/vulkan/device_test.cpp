@@ -36,7 +36,9 @@ TEST_F(device, lists_every_device_with_compute_capabilities) {
     EXPECT_TRUE(!d.cooperative_matrix || d.cooperative_matrix_claimed);
     // Vulkan 1.3 requires shaderIntegerDotProduct; the extension is kiln's way only below 1.3,
     // and nothing is accelerated without the feature
-    if (d.api_version >= VK_API_VERSION_1_3) EXPECT_TRUE(d.integer_dot_product) << d.name;
+    if (d.api_version >= VK_API_VERSION_1_3) {
+      EXPECT_TRUE(d.integer_dot_product) << d.name;
+    }
     EXPECT_TRUE(!d.integer_dot_product_extension || (d.integer_dot_product && d.api_version < VK_API_VERSION_1_3));
     if (!d.integer_dot_product) {
       EXPECT_FALSE(d.dot4x8_signed_accelerated || d.dot4x8_unsigned_accelerated || d.dot4x8_mixed_accelerated);
@@ -55,7 +57,9 @@ TEST_F(device, lavapipe_is_a_unified_cpu_device_without_trusted_cooperative_matr
   EXPECT_FALSE(it->cooperative_matrix);
   // lavapipe has integer dot products (Vulkan 1.3) and lowers them to plain arithmetic:
   // none reported accelerated, so kiln's quantized products keep the plain path there
-  if (it->api_version >= VK_API_VERSION_1_3) EXPECT_TRUE(it->integer_dot_product);
+  if (it->api_version >= VK_API_VERSION_1_3) {
+    EXPECT_TRUE(it->integer_dot_product);
+  }
   EXPECT_FALSE(it->dot4x8_signed_accelerated);
   EXPECT_EQ(it->driver_id, static_cast<std::uint32_t>(VK_DRIVER_ID_MESA_LLVMPIPE));
 }

@@ -552,7 +552,9 @@ TEST_F(quant, tiled_on_integer_data_is_exact) {
         // the int32 sum, exact, times the scale (1, or ternary's gamma within rounding of 1)
         const float want = scales[static_cast<std::size_t>(n)] * float(isum);
         ASSERT_EQ(yh[m * N + n], want) << what << " y[" << m << ", " << n << "]";
-        if constexpr (!std::is_same_v<S, qs::ternary>) ASSERT_EQ(double(yh[m * N + n]), double(isum)) << what;
+        if constexpr (!std::is_same_v<S, qs::ternary>) {
+          ASSERT_EQ(double(yh[m * N + n]), double(isum)) << what;
+        }
       }
     }
   };
