@@ -13,6 +13,8 @@
 // weights p = exp(s - m') go to shared memory, and then invocation lid accumulates output
 // columns lid, lid + WG, ... over the tile's keys (reads of v rows spread over the
 // workgroup) with the sum l kept alike in every invocation.
+// KILN_UNROLL_Q: the loops over q's vec4s, [[unroll]] (q in registers) or, on a CPU
+//   device past D 128, [[dont_unroll]] (compile time).
 // KILN_PHASE 0: output = acc / l through the epilogue (zeros when no key is visible);
 //   1: the split's max, sum and unnormalised output go to kiln_partial (merge.comp).
 layout(local_size_x_id = 2) in;
@@ -67,7 +69,7 @@ void main() {
 
   vec4 q[KILN_D4];
   uint qpos = row * KILN_D;
-  [[unroll]] for (uint c = 0u; c < KILN_D4; ++c) {
+  KILN_UNROLL_Q for (uint c = 0u; c < KILN_D4; ++c) {
     vec4 v = vec4(0.0);
     [[unroll]] for (uint t = 0u; t < 4u; ++t)
       if (4u * c + t < KILN_D) v[t] = kiln_prologue(qpos + 4u * c + t);
@@ -83,7 +85,7 @@ void main() {
     if (j < ke) {
       int e = kbase + int(j) * p.ks2;
       vec4 d4 = vec4(0.0);
-      [[unroll]] for (uint c = 0u; c < KILN_D4; ++c) {
+      KILN_UNROLL_Q for (uint c = 0u; c < KILN_D4; ++c) {
         vec4 kv = vec4(0.0);
         [[unroll]] for (uint t = 0u; t < 4u; ++t)
           if (4u * c + t < KILN_D) kv[t] = kiln_k(e + int(4u * c + t) * p.ks3);

@@ -2,7 +2,7 @@
 // with the statement's prologue and epilogue spliced in) against a float64 reference
 // written here: causal (bottom-right) and not, Sq = Skv, Sq < Skv (chunked prefill),
 // Sq > Skv (rows that see no key: zeros), Sq = 1 decoding over up to 4096 keys, GQA
-// ratios 1, 2, 4 and MQA, head dims 64, 80, 128 and 7, [B, S, H, D] storage seen through
+// ratios 1, 2, 4 and MQA, head dims 64, 80, 128 and 7 (decode also 133 and 256), [B, S, H, D] storage seen through
 // kiln::transpose, broadcast additive masks with whole masked blocks and fully masked
 // rows, softcap, an explicit scale, large logits, f16 storage, the fused forms (a
 // prologue on q, `attention(q, k, v) * gate`) as the variant's dispatches, and every
@@ -201,6 +201,11 @@ TEST_F(attention, decode_and_split) {
   EXPECT_NE(check(x, causal(), "split 3 rows causal").find("vulkan.attention.split"), std::string::npos);
   // Sq > Skv causal: row 0 sees no key in any split
   check(make(g, {1, 2, 2, 3, 2, 64, 64}), causal(), "split, a row with no key");
+  // head dims past 128 (a CPU device keeps the loops over q rolled there), odd D, Dv != D
+  check(make(g, {1, 4, 2, 2, 150, 256, 256}), causal(), "split, D 256");
+  kiln_test::scoped_env one("KILN_VULKAN_ATTENTION", "decode");
+  EXPECT_EQ(check(make(g, {1, 4, 2, 2, 150, 256, 256}), causal(), "decode, D 256"), "vulkan.attention.decode");
+  EXPECT_EQ(check(make(g, {1, 2, 1, 1, 77, 133, 96}), {}, "decode, D 133, Dv 96"), "vulkan.attention.decode");
 }
 
 // [B, S, H, D] storage seen as [B, H, S, D] through kiln::transpose (no copies).

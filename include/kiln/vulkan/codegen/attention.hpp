@@ -253,7 +253,7 @@ struct attention_plan {
   bool subgroup = false;   // decode / split: subgroupMax for the tile's max
   bool k4 = false, v4 = false;  // flash_lanes, flash_slices: k / v rows read as vec4s (f32, contiguous along D, 4-aligned)
   std::uint32_t lanes = 1, bkv = 0;  // flash_slices: invocations a row, keys a tile (#defines)
-  bool rolled = false;  // flash_slices on a CPU device (tests only): its loops kept rolled (lavapipe's compile time)
+  bool rolled = false;  // flash_slices on a CPU device (tests only), decode / split past D 128 on one: loops kept rolled (lavapipe's compile time)
 };
 
 inline std::string attention_plan_key(const attention_plan& a) {
@@ -294,6 +294,8 @@ inline structural_family_text attention_family_text(const attention_plan& a, std
   def("KILN_DVL", std::to_string(a.dvl) + "u");
   // flash_lanes' loops over D: unrolled up to 128, rolled past (its compile time)
   def("KILN_UNROLL_D", std::max(a.D, a.Dv) > 128 ? "[[dont_unroll]]" : "[[unroll]]");
+  // decode's loops over q: unrolled (q in registers), rolled where a.rolled says
+  def("KILN_UNROLL_Q", a.kind != attention_kind::flash_slices && a.rolled ? "[[dont_unroll]]" : "[[unroll]]");
   def("KILN_MASK", mask ? "1" : "0");
   def("KILN_SUBGROUP", a.subgroup ? "1" : "0");
   def("KILN_K4", a.k4 ? "1" : "0");
@@ -461,6 +463,9 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
     a.bkv = c.bkv;
     a.rolled = dev.cpu;
   }
+  // decode / split keep q in an array walked by unrolled loops: past D 128 a CPU device
+  // compiles those for seconds (lavapipe, D 256: 2.8 s), rolled 0.35 s at the same speed
+  if ((c.kind == attention_kind::decode || c.kind == attention_kind::split) && dev.cpu && d.D > 128) a.rolled = true;
   if (c.kind == attention_kind::flash_lanes || c.kind == attention_kind::flash_slices) {
     // vec4 rows: f32, contiguous along D, every row start a multiple of 4 elements
     const auto rows4 = [](const auto& t, index_t dim) {
