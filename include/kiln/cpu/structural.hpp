@@ -121,6 +121,40 @@ struct structural_io {
       }
     });
   }
+  /// Where the input's tensors hold positions [b, b + n): for each tensor walked
+  /// contiguously there, the address of position b and its element size, so that a
+  /// kernel can request those lines a few at a time, spread over a pass (a burst of
+  /// requests stalls the core once the cache's miss slots are full). `ok` is false when
+  /// the positions cross an innermost run: then prefetch() them.
+  struct input_runs {
+    const char* p[LI > 0 ? LI : 1] = {};
+    index_t size[LI > 0 ? LI : 1] = {};
+    int count = 0;
+    bool ok = false;
+  };
+  input_runs runs(index_t b, index_t n) const {
+    input_runs out;
+    const int r = in_lay.rank;
+    if (r < 1) return out;
+    index_t idx[max_rank] = {};
+    for (index_t rem = b, d = r - 1; d >= 0; --d) {
+      idx[d] = rem % in_lay.extent[d];
+      rem /= in_lay.extent[d];
+    }
+    if (idx[r - 1] + n > in_lay.extent[r - 1]) return out;
+    out.ok = true;
+    std::size_t k = 1;
+    for_each_leaf(node.arg, [&](const auto& t) {
+      using U = typename std::remove_cvref_t<decltype(t)>::value_type;
+      const index_t* st = in_lay.stride[k++];
+      if (st[r - 1] != 1) return;  // broadcast or gathered: as prefetch()
+      const U* p = t.data();
+      for (int d = 0; d < r; ++d) p += idx[d] * st[d];
+      out.p[out.count] = reinterpret_cast<const char*>(p);
+      out.size[out.count++] = index_t(sizeof(U));
+    });
+    return out;
+  }
   void store(index_t b, index_t e, const result_type* vals) const {
     if (b >= e) return;
     const hole_source h{vals, b};

@@ -314,16 +314,36 @@ struct norm_algo {
 inline constexpr index_t spread_prefetch_min = 256;
 
 /// The prefetch hook (cpu_lines::no_prefetch) of a row kernel's passes: a later row's
-/// input, a plain row in memory at p, or positions [b, b + n) of the statement's
-/// input, requested through io in pieces of spread_prefetch_min; neither: nothing.
+/// input, a plain row in memory at p, or positions [b, b + n) of the statement's input
+/// (of_input): each tensor's lines a step's worth at a time where the row lies in one
+/// innermost run of the input, else requested through io in pieces of
+/// spread_prefetch_min; neither: nothing.
 template <class Io>
 struct row_prefetch {
   const float* p = nullptr;
   const Io* io = nullptr;
   index_t b = 0, n = 0;
+  typename Io::input_runs runs{};
+
+  static row_prefetch of_input(const Io& io, index_t b, index_t n) {
+    row_prefetch h;
+    h.runs = io.runs(b, n);
+    if (!h.runs.ok) {
+      h.io = &io;
+      h.b = b;
+      h.n = n;
+    }
+    return h;
+  }
   void operator()(index_t i, index_t count) const {
     if (p) {
       cpu_lines::prefetch_floats{p}(i, count);
+    } else if (runs.ok) {
+      for (int k = 0; k < runs.count; ++k) {
+        // the lines starting in the step's bytes (64 a line, counted from the run)
+        const index_t sz = runs.size[k], e = (i + count) * sz;
+        for (index_t off = (i * sz + 63) & ~index_t(63); off < e; off += 64) __builtin_prefetch(runs.p[k] + off, 0, 2);
+      }
     } else if (io && i % spread_prefetch_min == 0) {
       io->prefetch(b + i, b + std::min(n, i + spread_prefetch_min));
     }
@@ -395,7 +415,7 @@ void run_rows_pipelined(const cpu_state& state, const Io& io, axis_split sp, con
       row_pipeline_hook<A, Io, Algo> h;
       if (spread && o + ahead < outer) {
         if (in_place) h.pre.p = io.direct((o + ahead) * R);
-        else h.pre = {nullptr, &io, (o + ahead) * R, R};
+        else h.pre = row_prefetch<Io>::of_input(io, (o + ahead) * R, R);
       }
       h.al = &al;
       if (have) {
@@ -449,7 +469,7 @@ void run_rows(const cpu_state& state, const Io& io, axis_split sp, const Algo& a
         row_prefetch<Io> h;
         if (spread && o - o0 < next_rows) {
           if (in) h.p = in + (o1 - o0 + o - o0) * R;  // the same row, one task on
-          else h = {nullptr, &io, (o + (o1 - o0)) * R, R};
+          else h = row_prefetch<Io>::of_input(io, (o + (o1 - o0)) * R, R);
         }
         return h;
       };
