@@ -95,10 +95,7 @@ struct structural_io {
     if (b >= e) return;
     const int r = in_lay.rank;
     index_t idx[max_rank] = {};
-    for (index_t rem = b, d = r - 1; d >= 0; --d) {
-      idx[d] = rem % in_lay.extent[d];
-      rem /= in_lay.extent[d];
-    }
+    index_of(b, idx);
     std::size_t k = 1;
     for_each_leaf(node.arg, [&](const auto& t) {
       using U = typename std::remove_cvref_t<decltype(t)>::value_type;
@@ -137,10 +134,7 @@ struct structural_io {
     const int r = in_lay.rank;
     if (r < 1) return out;
     index_t idx[max_rank] = {};
-    for (index_t rem = b, d = r - 1; d >= 0; --d) {
-      idx[d] = rem % in_lay.extent[d];
-      rem /= in_lay.extent[d];
-    }
+    index_of(b, idx);
     if (idx[r - 1] + n > in_lay.extent[r - 1]) return out;
     out.ok = true;
     std::size_t k = 1;
@@ -154,6 +148,13 @@ struct structural_io {
       out.size[out.count++] = index_t(sizeof(U));
     });
     return out;
+  }
+  /// The multi-index of input position b (row-major over the input layout's extents).
+  void index_of(index_t b, index_t* idx) const {
+    for (index_t rem = b, d = in_lay.rank - 1; d >= 0; --d) {
+      idx[d] = rem % in_lay.extent[d];
+      rem /= in_lay.extent[d];
+    }
   }
   void store(index_t b, index_t e, const result_type* vals) const {
     if (b >= e) return;

@@ -126,14 +126,19 @@ C combine_run(const C* x, index_t n, C acc) {
 struct no_prefetch {
   void operator()(index_t, index_t) const {}
 };
+/// The lines of elements [i, i + count) of a run at p of `size`-byte elements into L2:
+/// those starting in the elements' bytes (64 a line, counted from p), so one request a
+/// line even where a pass steps by less than a line.
+inline void prefetch_lines(const char* p, index_t size, index_t i, index_t count) {
+  for (index_t off = (i * size + 63) & ~index_t(63), e = (i + count) * size; off < e; off += 64) {
+    __builtin_prefetch(p + off, 0, 2);
+  }
+}
 /// The lines of p[i, i + count) into L2 (p null: nothing): a plain row in memory.
 struct prefetch_floats {
   const float* p = nullptr;
   void operator()(index_t i, index_t count) const {
-    if (!p) return;
-    // the line starts in [i, i + count) (16 floats a line, counted from p): one request
-    // a line even where a pass steps by less than a line
-    for (index_t k = -i & 15; k < count; k += 16) __builtin_prefetch(p + i + k, 0, 2);
+    if (p) prefetch_lines(reinterpret_cast<const char*>(p), index_t(sizeof(float)), i, count);
   }
 };
 

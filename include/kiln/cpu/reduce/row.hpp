@@ -339,11 +339,7 @@ struct row_prefetch {
     if (p) {
       cpu_lines::prefetch_floats{p}(i, count);
     } else if (runs.ok) {
-      for (int k = 0; k < runs.count; ++k) {
-        // the lines starting in the step's bytes (64 a line, counted from the run)
-        const index_t sz = runs.size[k], e = (i + count) * sz;
-        for (index_t off = (i * sz + 63) & ~index_t(63); off < e; off += 64) __builtin_prefetch(runs.p[k] + off, 0, 2);
-      }
+      for (int k = 0; k < runs.count; ++k) cpu_lines::prefetch_lines(runs.p[k], runs.size[k], i, count);
     } else if (io && i % spread_prefetch_min == 0) {
       io->prefetch(b + i, b + std::min(n, i + spread_prefetch_min));
     }
