@@ -40,6 +40,19 @@ endif()
 find_package(Threads REQUIRED)
 target_link_libraries(kiln_vulkan INTERFACE Threads::Threads)
 
+# kiln::vulkan_runtime: the Vulkan side of the runtime compiled once (src/vulkan_runtime.cpp).
+add_library(kiln_vulkan_runtime STATIC ${PROJECT_SOURCE_DIR}/src/vulkan_runtime.cpp)
+add_library(kiln::vulkan_runtime ALIAS kiln_vulkan_runtime)
+set_target_properties(kiln_vulkan_runtime PROPERTIES EXPORT_NAME vulkan_runtime POSITION_INDEPENDENT_CODE ON)
+target_link_libraries(kiln_vulkan_runtime PUBLIC kiln_runtime Vulkan::Vulkan Vulkan::shaderc_combined Threads::Threads)
+if(NOT KILN_SHADERC_COMBINED_SELF_CONTAINED)
+  target_link_libraries(kiln_vulkan_runtime PUBLIC
+    "$<LINK_GROUP:RESCAN,Vulkan::shaderc_combined,${_kiln_glslang_libs}>")
+endif()
+if(NOT KILN_HEADER_ONLY)
+  target_link_libraries(kiln_vulkan INTERFACE kiln_vulkan_runtime)
+endif()
+
 # kiln_embed_kernels() for projects' own shaders (and kiln's tests).
 set(KILN_EMBED_KERNELS_SCRIPT ${PROJECT_SOURCE_DIR}/scripts/embed_kernels.py CACHE INTERNAL "kiln's embedding script")
 include(${CMAKE_CURRENT_LIST_DIR}/kilnEmbedKernels.cmake)
@@ -48,7 +61,7 @@ if(KILN_INSTALL)
   # the build tree's kilnConfig.cmake (export()) finds them beside itself, like the installed one
   configure_file(${CMAKE_CURRENT_LIST_DIR}/kilnEmbedKernels.cmake ${PROJECT_BINARY_DIR}/kilnEmbedKernels.cmake COPYONLY)
   configure_file(${PROJECT_SOURCE_DIR}/scripts/embed_kernels.py ${PROJECT_BINARY_DIR}/embed_kernels.py COPYONLY)
-  install(TARGETS kiln_vulkan EXPORT kilnTargets)
+  install(TARGETS kiln_vulkan kiln_vulkan_runtime EXPORT kilnTargets)
   set_target_properties(kiln_vulkan PROPERTIES EXPORT_NAME vulkan)
   install(FILES ${CMAKE_CURRENT_LIST_DIR}/kilnEmbedKernels.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
   install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/embed_kernels.py DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
