@@ -1,6 +1,7 @@
-# cmake -P driver for the pkg-config check: install kiln into a prefix, then build
+# cmake -P driver for the pkg-config check: build and install kiln into a prefix, then build
 # examples/hello.cpp (and, with KILN_VULKAN, pkg_config/vulkan_hello.cpp) with the plain
-# compiler and `pkg-config --cflags --libs`, no CMake involved, and run them.
+# compiler and `pkg-config --cflags --libs`, no CMake involved, and run them: header-only
+# (kiln.pc, kiln-vulkan.pc) and with the runtime compiled once (kiln-runtime.pc, kiln-vulkan-runtime.pc).
 #
 # Variables (-D):
 #   KILN_SOURCE_DIR   kiln's source tree
@@ -38,6 +39,7 @@ endif()
 step("configure kiln" "${CMAKE_COMMAND}" -S "${KILN_SOURCE_DIR}" -B "${WORK_DIR}/kiln-build" ${configure_args}
      "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_INSTALL_PREFIX=${prefix}" -DKILN_INSTALL=ON
      "-DKILN_VULKAN=${KILN_VULKAN}" -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCHMARKS=OFF -DKILN_BUILD_EXAMPLES=OFF)
+step("build kiln" "${CMAKE_COMMAND}" --build "${WORK_DIR}/kiln-build" -j2)  # kiln::runtime (and kiln::vulkan_runtime)
 step("install kiln" "${CMAKE_COMMAND}" --install "${WORK_DIR}/kiln-build")
 
 file(GLOB_RECURSE pc_files "${prefix}/*/kiln.pc")
@@ -59,10 +61,15 @@ function(build_and_run name source package)
   message(STATUS "${step_output}")
 endfunction()
 
+# both compilation modes (kiln/detail/config.hpp): header-only, and the runtime compiled once
 build_and_run(hello "${KILN_SOURCE_DIR}/examples/hello.cpp" kiln)
+build_and_run(hello_runtime "${KILN_SOURCE_DIR}/examples/hello.cpp" kiln-runtime)
 if(KILN_VULKAN)
-  if(NOT EXISTS "${pc_dir}/kiln-vulkan.pc")
-    message(FATAL_ERROR "KILN_VULKAN is ON but the install tree has no kiln-vulkan.pc")
-  endif()
+  foreach(pc kiln-vulkan kiln-vulkan-runtime)
+    if(NOT EXISTS "${pc_dir}/${pc}.pc")
+      message(FATAL_ERROR "KILN_VULKAN is ON but the install tree has no ${pc}.pc")
+    endif()
+  endforeach()
   build_and_run(vulkan_hello "${CMAKE_CURRENT_LIST_DIR}/pkg_config/vulkan_hello.cpp" kiln-vulkan)
+  build_and_run(vulkan_hello_runtime "${CMAKE_CURRENT_LIST_DIR}/pkg_config/vulkan_hello.cpp" kiln-vulkan-runtime)
 endif()
