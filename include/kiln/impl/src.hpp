@@ -9,3 +9,6 @@
 
 #define KILN_RUNTIME_SOURCE_CPU 1
 #include "kiln/kiln.hpp"
+// CPU-side runtime that only the Vulkan backend reaches (compiled here all the same, so
+// that kiln::vulkan_runtime holds nothing of the CPU side's)
+#include "kiln/detail/disk_cache.hpp"
