@@ -11,8 +11,14 @@ reports CPU seconds (user + sys, so a busy machine changes the figure little):
   first       what the first statement adds
   per stmt    what each further distinct statement adds: (t_K - t_1) / (K - 1)
 
+in both compilation modes (kiln/detail/config.hpp), side by side: header-only (every file
+compiles kiln's runtime) and separate (-DKILN_SEPARATE_COMPILATION: the runtime is compiled
+once, in kiln/impl/src.hpp and kiln/vulkan/impl/src.hpp; that one-time cost is printed
+too). A tree without separate compilation (--include of an older tree) is measured
+header-only only.
+
 Usage: python3 scripts/compile_time.py [--statements K] [--repeat R] [--cxx g++] [--no-vulkan]
-                                      [--include <another tree's include/>]
+                                      [--include <another tree's include/>] [--mode header-only|separate|both]
 The median of R compilations is taken per file.
 """
 import argparse
@@ -59,11 +65,11 @@ def source(n, vulkan):
     return "\n".join(lines) + "\n"
 
 
-def compile_seconds(cxx, include, path, repeat):
+def compile_seconds(cxx, include, path, repeat, defines=()):
     times = []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([cxx, "-std=c++20", "-O2", "-I", include, "-c", path, "-o", os.devnull], check=True)
+        subprocess.run([cxx, "-std=c++20", "-O2", *defines, "-I", include, "-c", path, "-o", os.devnull], check=True)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         times.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
     return statistics.median(times)
@@ -76,23 +82,40 @@ def main():
     ap.add_argument("--cxx", default=os.environ.get("CXX", "g++"))
     ap.add_argument("--no-vulkan", action="store_true", help="CPU backend only")
     ap.add_argument("--include", help="kiln's include/ to measure (default: this checkout's), e.g. an older tree's")
+    ap.add_argument("--mode", choices=["header-only", "separate", "both"], default="both",
+                    help="compilation modes to measure (default: both, side by side)")
     args = ap.parse_args()
     k = max(2, min(args.statements, len(STATEMENTS)))
     include = args.include or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include")
+    separate_available = os.path.exists(os.path.join(include, "kiln", "impl", "src.hpp"))
+    modes = {"header-only": ["header-only"], "separate": ["separate"], "both": ["header-only", "separate"]}[args.mode]
+    if not separate_available:
+        modes = [m for m in modes if m == "header-only"]
     configs = [("cpu", False)] + ([] if args.no_vulkan else [("cpu+vulkan", True)])
-    print("| backends | base s | first statement s | per further statement s | file with %d statements s |" % k)
-    print("|---|---|---|---|---|")
+    print("| backends | mode | base s | first statement s | per further statement s | file with %d statements s |" % k)
+    print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, vulkan in configs:
-            t = {}
-            for n in (0, 1, k):
-                path = os.path.join(tmp, "s%d_%s.cpp" % (n, "vk" if vulkan else "cpu"))
+            for mode in modes:
+                defines = ["-DKILN_SEPARATE_COMPILATION"] if mode == "separate" else []
+                t = {}
+                for n in (0, 1, k):
+                    path = os.path.join(tmp, "s%d_%s.cpp" % (n, "vk" if vulkan else "cpu"))
+                    with open(path, "w") as f:
+                        f.write(source(n, vulkan))
+                    t[n] = compile_seconds(args.cxx, include, path, args.repeat, defines)
+                per = (t[k] - t[1]) / (k - 1)
+                print("| %s | %s | %.2f | %.2f | %.2f | %.2f |" % (name, mode, t[0], t[1] - t[0], per, t[k]))
+                sys.stdout.flush()
+        if "separate" in modes:
+            # the one-time cost: the runtime's own sources, as kiln::runtime and kiln::vulkan_runtime compile them
+            for name, header in [("kiln::runtime", "kiln/impl/src.hpp")] + ([] if args.no_vulkan else [("kiln::vulkan_runtime", "kiln/vulkan/impl/src.hpp")]):
+                path = os.path.join(tmp, name.replace("::", "_") + ".cpp")
                 with open(path, "w") as f:
-                    f.write(source(n, vulkan))
-                t[n] = compile_seconds(args.cxx, include, path, args.repeat)
-            per = (t[k] - t[1]) / (k - 1)
-            print("| %s | %.2f | %.2f | %.2f | %.2f |" % (name, t[0], t[1] - t[0], per, t[k]))
-            sys.stdout.flush()
+                    f.write("#include <%s>\n" % header)
+                secs = compile_seconds(args.cxx, include, path, args.repeat, ["-DKILN_SEPARATE_COMPILATION"])
+                print("| %s (once per build) | separate | %.2f | | | |" % (name, secs))
+                sys.stdout.flush()
 
 
 if __name__ == "__main__":
