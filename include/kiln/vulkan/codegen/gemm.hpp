@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kiln/core/error.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/ops/linalg/matmul.hpp"
 #include "kiln/vulkan/codegen/structural.hpp"
 
@@ -58,52 +59,20 @@ struct gemm_choice {
   std::uint32_t gx = 64;                          // matvec columns: invocations along n
 
   /// Shared memory the kernel declares, in bytes.
-  std::uint32_t shared_bytes() const {
-    switch (kind) {
-      case gemm_kind::naive: return 2 * bm * bm * 4;
-      case gemm_kind::tiled:
-      case gemm_kind::splitk: return bk * (bm + bn) * 4;
-      case gemm_kind::matvec: return columns ? wg * mr * 16 : wg * mr * nr * 4;
-    }
-    return 0;
-  }
+  std::uint32_t shared_bytes() const;
   /// Specialisation constants 2, 3, ... of the kernel (see kernels/gemm/*.comp).
-  std::vector<std::uint32_t> constants() const {
-    switch (kind) {
-      case gemm_kind::naive: return {wg, bm};
-      case gemm_kind::tiled:
-      case gemm_kind::splitk: return {wg, bm, bn, bk, tm, tn};
-      case gemm_kind::matvec: return {wg, columns ? gx : nr, mr};
-    }
-    return {};
-  }
-  std::string name() const {
-    const std::string tile = std::to_string(bm) + "x" + std::to_string(bn);
-    switch (kind) {
-      case gemm_kind::naive: return "vulkan.gemm.naive " + tile;
-      case gemm_kind::tiled: return "vulkan.gemm.tiled " + tile;
-      case gemm_kind::splitk: return "vulkan.gemm.splitk " + std::to_string(splits) + " " + tile + " (2 dispatches)";
-      case gemm_kind::matvec: return std::string("vulkan.gemm.matvec ") + (columns ? "n-columns" : "k-reduce");
-    }
-    return {};
-  }
+  std::vector<std::uint32_t> constants() const;
+  std::string name() const;
 };
 
 namespace gemm_detail {
 
-inline std::uint32_t pow2_at_most(std::uint32_t v) {
-  std::uint32_t p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
-}
+KILN_DECL std::uint32_t pow2_at_most(std::uint32_t v);
 
-inline std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+KILN_DECL std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b);
 
 /// Split-K's chunk of K (a whole number of bk) for about `want` chunks.
-inline std::uint64_t splitk_chunk(index_t K, std::uint64_t want, std::uint32_t bk) {
-  const std::uint64_t k = std::max<std::uint64_t>(std::uint64_t(K), 1);
-  return ceil_div(ceil_div(k, want), bk) * bk;
-}
+KILN_DECL std::uint64_t splitk_chunk(index_t K, std::uint64_t want, std::uint32_t bk);
 
 }  // namespace gemm_detail
 
@@ -111,96 +80,8 @@ inline std::uint64_t splitk_chunk(index_t K, std::uint64_t want, std::uint32_t b
 /// for M <= 4, split-K for few output tiles over a long K, else tiled (64x64, or 32x32
 /// when M or N is small; on a CPU device 128x128 when at least 8 such tiles); `forced` (KILN_VULKAN_GEMM) overrides. `what` names the
 /// operands for errors: kiln::device_error when no size of the variant fits the device.
-inline gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, const gemm_device& dev,
-                               std::string_view forced, const std::string& what) {
-  using namespace gemm_detail;
-  const std::uint32_t max_wg = std::min(dev.max_invocations, dev.max_wg_x);
-  const auto fits = [&](const gemm_choice& c) { return c.wg <= max_wg && c.shared_bytes() <= dev.shared_bytes; };
-  const auto fail = [&](const std::string& kind, const gemm_choice& c) -> gemm_choice {
-    throw device_error(what + ": no " + kind + " matmul kernel fits the device (the smallest needs " +
-                       std::to_string(c.wg) + " invocations and " + std::to_string(c.shared_bytes()) +
-                       " bytes of shared memory; it allows " + std::to_string(max_wg) +
-                       " (maxComputeWorkGroupInvocations / Size[0]) and " + std::to_string(dev.shared_bytes) +
-                       " (maxComputeSharedMemorySize))");
-  };
-  // Tiles {BM, BN, BK, TM, TN}, largest first (each tried while it does not fit the device).
-  // GPUs: 64x64 (or 32x32 for a small M or N), 4x4 outputs per invocation. CPU devices
-  // (lavapipe runs a workgroup on a thread, SIMD across invocations, and each shared-memory
-  // read of a vector costs a loop over the lanes): far larger blocks per invocation and
-  // BK 32 (fewer barriers), 128x128 tiles once there are enough of them to go round.
-  const auto tiled = [&](gemm_kind kind, bool small) {
-    using sizes = std::uint32_t[5];
-    static constexpr sizes gpu[] = {{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}, {16, 16, 16, 4, 4}, {8, 8, 16, 4, 4}};
-    static constexpr sizes cpu[] = {{128, 128, 32, 32, 16}, {64, 64, 32, 16, 16}, {32, 32, 32, 8, 8},
-                                    {32, 32, 16, 8, 8},     {16, 16, 16, 4, 4},   {8, 8, 16, 4, 4}};
-    const bool big_tiles = ceil_div(d.M, 128) * ceil_div(d.N, 128) * std::uint64_t(d.batches()) >= 8;
-    gemm_choice c;
-    c.kind = kind;
-    const auto at = [&](const sizes& z) {
-      c.bm = z[0];
-      c.bn = z[1];
-      c.bk = z[2];
-      c.tm = z[3];
-      c.tn = z[4];
-      c.wg = (c.bm / c.tm) * (c.bn / c.tn);
-      return fits(c);
-    };
-    if (dev.cpu) {
-      for (std::size_t i = small ? 2 : big_tiles ? 0 : 1; i < std::size(cpu); ++i)
-        if (at(cpu[i])) return c;
-    } else {
-      for (std::size_t i = small ? 1 : 0; i < std::size(gpu); ++i)
-        if (at(gpu[i])) return c;
-    }
-    return fail("tiled", c);
-  };
-  gemm_kind kind;
-  if (forced == "naive") kind = gemm_kind::naive;
-  else if (forced == "tiled") kind = gemm_kind::tiled;
-  else if (forced == "matvec") kind = gemm_kind::matvec;
-  else if (forced == "splitk") kind = gemm_kind::splitk;
-  else if (!forced.empty()) {
-    throw device_error(what + ": KILN_VULKAN_GEMM is '" + std::string(forced) +
-                       "'; it must be naive, tiled, matvec or splitk (or unset: chosen by shape)");
-  } else if (d.M <= 4) {
-    kind = gemm_kind::matvec;
-  } else {
-    const std::uint64_t tiles32 = ceil_div(d.M, 32) * ceil_div(d.N, 32) * std::uint64_t(d.batches());
-    kind = tiles32 <= 4 && d.K >= 2048 ? gemm_kind::splitk : gemm_kind::tiled;
-  }
-
-  if (kind == gemm_kind::naive) {
-    gemm_choice c;
-    c.kind = kind;
-    for (std::uint32_t t : {16u, 8u, 4u}) {
-      c.bm = c.bn = c.bk = t;
-      c.wg = t * t;
-      if (fits(c)) return c;
-    }
-    return fail("naive", c);
-  }
-  if (kind == gemm_kind::tiled) return tiled(kind, d.M < 64 || d.N < 64);
-  if (kind == gemm_kind::splitk) {
-    gemm_choice c = tiled(kind, !dev.cpu);  // CPU: the parallelism is in the K chunks, 64x64 tiles
-    const std::uint64_t want = std::clamp<std::uint64_t>(std::uint64_t(d.K) / 1024, 2, 32);
-    c.kchunk = splitk_chunk(d.K, want, c.bk);
-    c.splits = static_cast<std::uint32_t>(ceil_div(std::max<std::uint64_t>(std::uint64_t(d.K), 1), c.kchunk));
-    return c;
-  }
-  // matvec
-  gemm_choice c;
-  c.kind = kind;
-  c.mr = static_cast<std::uint32_t>(std::clamp<index_t>(d.M, 1, 4));
-  c.columns = bsk != 1 && bsn == 1 && d.N > 1;
-  for (std::uint32_t wg = pow2_at_most(std::min<std::uint32_t>(max_wg, c.columns ? 256 : 128)); wg >= 1; wg /= 2) {
-    c.wg = wg;
-    c.nr = 4;
-    c.gx = std::min<std::uint32_t>(wg, 64);
-    if (fits(c)) return c;
-    if (wg == 1) break;
-  }
-  return fail("matrix-vector", c);
-}
+KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, const gemm_device& dev,
+                                  std::string_view forced, const std::string& what);
 
 /// What a matmul kernel is compiled for (sizes are specialisation constants, not here).
 struct gemm_plan {
@@ -216,101 +97,11 @@ struct gemm_plan {
   bool subgroup = false;   // matvec: subgroupAdd before the shared-memory merge
 };
 
-inline std::string gemm_plan_key(const gemm_plan& g) {
-  std::string k = structural_plan_key(g.base);
-  k += '|';
-  k += static_cast<char>(g.kind);
-  k += static_cast<char>(g.columns | g.a4 << 1 | g.a4_direct << 2 | g.b4n << 3 | g.b4k << 4 | g.subgroup << 5);
-  k += static_cast<char>(g.phase);
-  k += static_cast<char>(g.batch_dims);
-  return k;
-}
+KILN_DECL std::string gemm_plan_key(const gemm_plan& g);
 
 /// The contract family's part of the generated source: parameters, b's reads, the batch
 /// decomposition, vec4 views (a second declaration of a binding: Vulkan lets blocks alias).
-inline structural_family_text gemm_family_text(const gemm_plan& g, std::string_view result_type) {
-  using structural_text::load;
-  const structural_plan& sp = g.base;
-  structural_family_text f;
-  static constexpr const char* kinds[] = {"", "naive", "tiled", "matvec", "splitk"};
-  f.comment = std::string("// gemm ") + kinds[static_cast<int>(g.kind)] + (g.columns ? " columns" : "") + ", phase " +
-              std::to_string(g.phase) + (g.a4_direct ? ", vec4 a" : g.a4 ? ", a by fours" : "") +
-              (g.b4n ? ", vec4 b along n" : g.b4k ? ", vec4 b along k" : "") +
-              (sp.params_buffer ? "; parameter buffer" : "") + "; sizes are specialisation constants\n";
-  if (g.kind == gemm_kind::tiled || g.kind == gemm_kind::splitk) {
-    f.extensions += "#extension GL_EXT_control_flow_attributes : require\n";  // [[unroll]]
-  }
-  if (g.subgroup) {
-    f.extensions += "#extension GL_KHR_shader_subgroup_basic : require\n";
-    f.extensions += "#extension GL_KHR_shader_subgroup_arithmetic : require\n";
-  }
-  auto def = [&](std::string_view name, const std::string& v) { f.defines += "#define " + std::string(name) + " " + v + "\n"; };
-  def("KILN_PHASE", std::to_string(g.phase));
-  def("KILN_A4", g.a4 ? "1" : "0");
-  def("KILN_B4N", g.b4n ? "1" : "0");
-  def("KILN_B4K", g.b4k ? "1" : "0");
-  def("KILN_SUBGROUP", g.subgroup ? "1" : "0");
-  def("KILN_MV_COLUMNS", g.columns ? "1" : "0");
-  def("KILN_RESULT", std::string(result_type));
-
-  const operand_plan& b = sp.params[0];
-  const std::uint32_t ab = g.a4_direct ? sp.in.operands[1].binding : UINT32_MAX;
-  auto alias = [&](std::uint32_t binding) {
-    const std::string bs = std::to_string(binding);
-    f.buffers += "layout(std430, set = 0, binding = " + bs + ") readonly buffer kiln_buf" + bs + "_v4 { vec4 kiln_b" + bs +
-                 "_v4[]; };\n";
-  };
-  if (g.a4_direct) alias(ab);
-  const bool b16 = b.type == dtype::f16 || b.type == dtype::bf16;
-  if ((g.b4n || g.b4k) && b16) {  // four 16-bit elements as one uvec2, unpacked in kiln_b_vec4
-    const std::string bs = std::to_string(b.binding);
-    f.buffers += "layout(std430, set = 0, binding = " + bs + ") readonly buffer kiln_buf" + bs + "_u2 { uvec2 kiln_b" + bs +
-                 "_u2[]; };\n";
-  } else if ((g.b4n || g.b4k) && b.binding != ab) {
-    alias(b.binding);
-  }
-  if (g.phase) {
-    f.buffers += "layout(std430, set = 0, binding = " + std::to_string(sp.bindings) + ") " +
-                 (g.phase == 1 ? "writeonly " : "readonly ") + "buffer kiln_partial_buf { float kiln_partial[]; };\n";
-    f.extra_bindings = 1;
-  }
-
-  f.members = "  uint M;\n  uint N;\n  uint K;\n  uint batches;\n  uint kchunk;\n  uint kchunks;\n"
-              "  uint tiles_m;\n  uint tiles_n;\n";
-  for (int d = 0; d < g.batch_dims; ++d) {
-    const std::string ds = std::to_string(d);
-    f.members += "  uint bx" + ds + ";\n  uint ba" + ds + ";\n  int bb" + ds + ";\n";
-  }
-  f.param_members = "  uint boff;\n  int bsk;\n  int bsn;\n";
-
-  std::string& h = f.hooks;
-  h += "// batch bo: a's first position, b's first element\n";
-  h += "void kiln_batch(uint bo, out uint apos, out uint belem) {\n  uint rest = bo;\n  apos = 0u;\n  int be = int(p.boff);\n";
-  for (int d = g.batch_dims - 1; d >= 0; --d) {
-    const std::string ds = std::to_string(d);
-    h += "  { uint i = rest % p.bx" + ds + "; rest /= p.bx" + ds + "; apos += i * p.ba" + ds + "; be += int(i) * p.bb" + ds +
-         "; }\n";
-  }
-  h += "  belem = uint(be);\n}\n";
-  h += "float kiln_b(uint e) { return " + load(b, "e") + "; }\n";
-  if ((g.b4n || g.b4k) && b.type == dtype::f16) {
-    h += "vec4 kiln_b_vec4(uint e) {\n  uvec2 u = kiln_b" + std::to_string(b.binding) +
-         "_u2[e >> 2];\n  return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));\n}\n";
-  } else if ((g.b4n || g.b4k) && b.type == dtype::bf16) {
-    h += "vec4 kiln_b_vec4(uint e) {\n  uvec2 u = kiln_b" + std::to_string(b.binding) +
-         "_u2[e >> 2];\n  return vec4(uintBitsToFloat(u.x << 16), uintBitsToFloat(u.x & 0xffff0000u), "
-         "uintBitsToFloat(u.y << 16), uintBitsToFloat(u.y & 0xffff0000u));\n}\n";
-  } else if (g.b4n || g.b4k) {
-    h += "vec4 kiln_b_vec4(uint e) { return kiln_b" + std::to_string(b.binding) + "_v4[e >> 2]; }\n";
-  }
-  if (g.a4_direct) {
-    h += "vec4 kiln_a_vec4(uint pos) { return kiln_b" + std::to_string(ab) + "_v4[(p.ioff1 + pos) >> 2]; }\n";
-  } else {
-    h += "vec4 kiln_a_vec4(uint pos) {\n  return vec4(kiln_prologue(pos), kiln_prologue(pos + 1u), kiln_prologue(pos + 2u), "
-         "kiln_prologue(pos + 3u));\n}\n";
-  }
-  return f;
-}
+KILN_DECL structural_family_text gemm_family_text(const gemm_plan& g, std::string_view result_type);
 
 /// A statement's matmul kernel: one source, or split-K's two; parameters (both take the
 /// same), workgroups and specialisation constants of each.
@@ -346,10 +137,7 @@ const structural_source& cached_gemm_source(const N& n, const S& s, const gemm_p
 }
 
 /// The forced variant (KILN_VULKAN_GEMM), or "".
-inline std::string_view forced_gemm() {
-  const char* v = std::getenv("KILN_VULKAN_GEMM");
-  return v ? std::string_view(v) : std::string_view();
-}
+KILN_DECL std::string_view forced_gemm();
 
 /// b's k and n strides, in elements (a 1-D b: [K], n stride 0).
 template <class Bt>
@@ -543,3 +331,7 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
 }
 
 }  // namespace kiln::detail::vk
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/codegen/impl/gemm.ipp"
+#endif
