@@ -16,6 +16,7 @@
 
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/convert.hpp"  // int_lo, int_hi
 #include "kiln/expr/glsl.hpp"
 #include "kiln/expr/kind.hpp"
@@ -28,7 +29,7 @@ namespace kiln::detail::vk {
 /// Accumulates the body of kiln_compute while walking the tree.
 class emitter {
  public:
-  explicit emitter(const kernel_plan& plan) : plan_(plan) {}
+  explicit emitter(const kernel_plan& plan);
 
   std::string body;       // statements of kiln_compute
   std::string expression; // readable form
@@ -105,66 +106,14 @@ class emitter {
 
   std::string emit_op(const op_text& op, std::string_view type, std::vector<std::string>& args,
                       const std::vector<std::string>& names, std::span<const std::string_view> arg_types,
-                      std::string& readable) {
-    readable = std::string(op.name) + "(";
-    for (std::size_t i = 0; i < names.size(); ++i) readable += (i ? ", " : "") + names[i];
-    readable += ")";
-    for (std::size_t i = 0; i < op.conditions && i < args.size(); ++i) {
-      if (arg_types[i] != "bool") args[i] = "(" + args[i] + " != 0)";
-    }
-    // the operand type decides int vs float spelling (comparisons yield bool)
-    const std::string_view operand_type = arg_types.empty() ? "float" : arg_types.back();
-    const std::string_view body_text = operand_type == "int" && !op.glsl_int.empty() ? op.glsl_int : op.glsl;
-    const std::string text = substitute(body_text, args, operand_type);
-    for (std::string& f : op.functions()) {
-      if (std::find(functions.begin(), functions.end(), f) == functions.end()) functions.push_back(std::move(f));
-    }
-    return define(std::string(type), text);
-  }
+                      std::string& readable);
 
-  static std::string leaf_name(std::size_t id) {
-    std::string s;
-    do {
-      s.insert(s.begin(), char('a' + id % 26));
-      id /= 26;
-    } while (id-- > 0);
-    return s;
-  }
+  static std::string leaf_name(std::size_t id);
 
  private:
-  std::string define(const std::string& type, const std::string& text) {
-    const std::string key = type + " " + text;
-    if (auto it = cse_.find(key); it != cse_.end()) return it->second;  // computed once
-    const std::string name = "v" + std::to_string(cse_.size());
-    body += "  " + type + " " + name + " = " + text + ";\n";
-    cse_.emplace(key, name);
-    return name;
-  }
+  std::string define(const std::string& type, const std::string& text);
 
-  static std::string substitute(std::string_view body, const std::vector<std::string>& args, std::string_view type) {
-    std::string out;
-    for (std::size_t i = 0; i < body.size(); ++i) {
-      if (body[i] == '{') {
-        const std::size_t close = body.find('}', i);
-        if (close == std::string_view::npos) throw shader_error("kiln: unbalanced '{' in an op's glsl body: " + std::string(body));
-        const std::string_view tag = body.substr(i + 1, close - i - 1);
-        if (tag == "T") {
-          out += type;
-        } else {
-          const std::size_t k = static_cast<std::size_t>(std::stoul(std::string(tag)));
-          if (k >= args.size()) {
-            throw shader_error("kiln: op glsl body refers to {" + std::string(tag) + "} but has " +
-                               std::to_string(args.size()) + " operands: " + std::string(body));
-          }
-          out += args[k];
-        }
-        i = close;
-      } else {
-        out += body[i];
-      }
-    }
-    return out;
-  }
+  static std::string substitute(std::string_view body, const std::vector<std::string>& args, std::string_view type);
 
   template <class To, class From>
   std::string cast_text(const std::string& a) {
@@ -190,7 +139,7 @@ class emitter {
     }
   }
 
-  static std::string float_literal(float v) { return std::to_string(static_cast<double>(v)); }
+  static std::string float_literal(float v);
 
   const kernel_plan& plan_;
   std::size_t next_leaf_ = 0;
@@ -198,3 +147,7 @@ class emitter {
 };
 
 }  // namespace kiln::detail::vk
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/codegen/impl/emitter.ipp"
+#endif

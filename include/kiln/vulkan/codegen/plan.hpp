@@ -13,6 +13,7 @@
 
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/shape.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/layout.hpp"
 
 namespace kiln::detail::vk {
@@ -49,14 +50,11 @@ struct kernel_plan {
 inline constexpr std::uint32_t max_texel_binding = 32;
 
 /// Elements one step of a kernel of `plan` handles: 8 (wide), 4 (vec4) or 1.
-inline unsigned step_width(const kernel_plan& plan) { return plan.wide ? 8u : plan.vec4 ? 4u : 1u; }
+KILN_DECL unsigned step_width(const kernel_plan& plan);
 
 /// Invocations a kernel of `plan` needs over `elements` output elements when single_step:
 /// one per step, and one per tail element.
-inline std::uint64_t invocations_needed(const kernel_plan& plan, std::uint64_t elements) {
-  const std::uint64_t w = step_width(plan);
-  return std::max(elements / w, elements % w);
-}
+KILN_DECL std::uint64_t invocations_needed(const kernel_plan& plan, std::uint64_t elements);
 
 /// What the device and context allow a plan to use.
 struct plan_options {
@@ -72,22 +70,13 @@ struct plan_options {
 
 /// Words (32-bit) of a kernel's parameters: the element count, an offset per operand, for
 /// strided plans the extents and each strided operand's strides, then the scalars.
-inline std::size_t param_words(const kernel_plan& plan, std::size_t scalars) {
-  std::size_t strided = 0;
-  for (const auto& op : plan.operands) strided += op.how == access::strided;
-  const std::size_t r = static_cast<std::size_t>(plan.rank);
-  return 1 + plan.operands.size() + (strided ? r + strided * r : 0) + scalars;
-}
+KILN_DECL std::size_t param_words(const kernel_plan& plan, std::size_t scalars);
 
 /// Whether plan reads binding b through a uniform texel buffer.
-inline bool texel_binding(const kernel_plan& plan, std::uint32_t b) {
-  return b < max_texel_binding && (plan.texel_bindings >> b) & 1u;
-}
+KILN_DECL bool texel_binding(const kernel_plan& plan, std::uint32_t b);
 
 /// Storage-buffer descriptors a kernel of plan binds (its parameter buffer included).
-inline std::uint32_t storage_buffers(const kernel_plan& plan) {
-  return plan.bindings - static_cast<std::uint32_t>(std::popcount(plan.texel_bindings)) + (plan.params_buffer ? 1u : 0u);
-}
+KILN_DECL std::uint32_t storage_buffers(const kernel_plan& plan);
 
 /// A generated kernel.
 struct kernel_source {
@@ -199,3 +188,7 @@ kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1
 }
 
 }  // namespace kiln::detail::vk
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/codegen/impl/plan.ipp"
+#endif

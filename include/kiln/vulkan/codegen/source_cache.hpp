@@ -14,6 +14,7 @@
 
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/detail/disk_cache.hpp"
 #include "kiln/expr/assign.hpp"
 #include "kiln/expr/layout.hpp"
@@ -32,28 +33,7 @@ struct kernel {
 };
 
 /// The plan as a compact byte string (a map key).
-inline std::string plan_key(const kernel_plan& plan) {
-  std::string k;
-  k.reserve(16 + plan.operands.size() * 10);
-  auto word = [&](std::uint32_t v) {  // whole words: binding numbers and masks exceed a byte
-    for (int i = 0; i < 4; ++i) k += static_cast<char>((v >> (8 * i)) & 0xffu);
-  };
-  k += static_cast<char>(plan.rank);
-  k += static_cast<char>(plan.vec4);
-  k += static_cast<char>(plan.wide);
-  k += static_cast<char>(plan.single_step);
-  k += static_cast<char>(plan.tail);
-  k += static_cast<char>(plan.params_buffer);
-  word(plan.bindings);
-  word(plan.texel_bindings);
-  for (const operand_plan& o : plan.operands) {
-    k += static_cast<char>(o.type);
-    k += static_cast<char>(o.how);
-    word(o.binding);
-    word(static_cast<std::uint32_t>(o.same_as));
-  }
-  return k;
-}
+KILN_DECL std::string plan_key(const kernel_plan& plan);
 
 /// generate<T>(n, plan), once per process for each (T, N, plan): the text depends on
 /// nothing else (see the top of this file; an op's GLSL is a property of its type), so a
@@ -103,3 +83,7 @@ kernel make_kernel(const tensor<T, B>& out, const N& n, plan_options opt = {}) {
 }
 
 }  // namespace kiln::detail::vk
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/codegen/impl/source_cache.ipp"
+#endif

@@ -9,21 +9,11 @@
 #include <type_traits>
 
 #include "kiln/core/dtype.hpp"
+#include "kiln/detail/config.hpp"
 
 namespace kiln::detail::vk {
 
-inline std::string_view glsl_storage_type(dtype t) {
-  switch (t) {
-    case dtype::f32: return "float";
-    case dtype::f16: return "float16_t";
-    case dtype::bf16: return "uint16_t";
-    case dtype::i8: return "int8_t";
-    case dtype::i32: return "int";
-    case dtype::u8: return "uint8_t";
-    case dtype::mask: break;
-  }
-  return "uint8_t";
-}
+KILN_DECL std::string_view glsl_storage_type(dtype t);
 
 /// GLSL type a stored dtype computes in.
 constexpr std::string_view compute_type_of(dtype t) {
@@ -38,33 +28,10 @@ constexpr std::string_view glsl_compute_type() {
 }
 
 /// GLSL expression converting a stored value (text `x`) of dtype t to its compute type.
-inline std::string glsl_load(dtype t, const std::string& x) {
-  switch (t) {
-    case dtype::f32:
-    case dtype::i32: return x;
-    case dtype::f16: return "float(" + x + ")";
-    case dtype::bf16: return "uintBitsToFloat(uint(" + x + ") << 16)";
-    case dtype::i8:
-    case dtype::u8: return "int(" + x + ")";
-    case dtype::mask: break;
-  }
-  return x;
-}
+KILN_DECL std::string glsl_load(dtype t, const std::string& x);
 
 /// GLSL expression converting compute value `v` (of GLSL type `from`) to dtype t's storage.
-inline std::string glsl_store(dtype t, std::string_view from, const std::string& v) {
-  const std::string x = from == "bool" ? "(" + v + " ? 1 : 0)" : v;
-  switch (t) {
-    case dtype::f32:
-    case dtype::i32: return x;
-    case dtype::f16: return "float16_t(" + x + ")";
-    case dtype::bf16: return "uint16_t(kiln_to_bf16(" + x + "))";
-    case dtype::i8: return "int8_t(" + x + ")";
-    case dtype::u8: return "uint8_t(" + x + ")";
-    case dtype::mask: break;
-  }
-  return x;
-}
+KILN_DECL std::string glsl_store(dtype t, std::string_view from, const std::string& v);
 
 inline constexpr std::string_view bf16_glsl = R"(uint kiln_to_bf16(float v) {
   uint x = floatBitsToUint(v);
@@ -106,3 +73,7 @@ inline constexpr std::string_view f2i_glsl = R"(int kiln_f2i(float v, float lo, 
 )";
 
 }  // namespace kiln::detail::vk
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/codegen/impl/types.ipp"
+#endif
