@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kiln/detail/config.hpp"
+
 namespace kiln {
 
 /// Base of every exception kiln throws.
@@ -42,8 +44,7 @@ class device_unavailable : public device_error {
 /// An allocation failed after the pool was trimmed and the request retried.
 class out_of_memory : public device_error {
  public:
-  out_of_memory(const std::string& what, std::size_t requested, std::size_t available)
-      : device_error(what), requested_(requested), available_(available) {}
+  out_of_memory(const std::string& what, std::size_t requested, std::size_t available);
   std::size_t requested() const noexcept { return requested_; }
   std::size_t available() const noexcept { return available_; }
 
@@ -93,4 +94,8 @@ class shader_error : public error {
           : (std::fprintf(stderr, "kiln: internal invariant failed: %s (%s:%d)\n", #cond, \
                           __FILE__, __LINE__),                                         \
              std::abort()))
+#endif
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/core/impl/error.ipp"
 #endif

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kiln/core/error.hpp"
+#include "kiln/detail/config.hpp"
 
 namespace kiln {
 
@@ -65,14 +66,7 @@ class dims {
   }
 
   /// "[3, 4]"
-  std::string to_string() const {
-    std::string s = "[";
-    for (int i = 0; i < rank_; ++i) {
-      if (i) s += ", ";
-      s += std::to_string(d_[static_cast<std::size_t>(i)]);
-    }
-    return s + "]";
-  }
+  std::string to_string() const;
 
  private:
   std::array<index_t, max_rank> d_{};
@@ -106,8 +100,8 @@ constexpr bool extents_fit(const dims& d) noexcept {
 class shape : public detail::dims {
  public:
   constexpr shape() noexcept = default;
-  shape(std::initializer_list<index_t> e) { assign(e.begin(), e.end()); }
-  explicit shape(std::span<const index_t> e) { assign(e.begin(), e.end()); }
+  shape(std::initializer_list<index_t> e);
+  explicit shape(std::span<const index_t> e);
 
   /// Number of elements (1 for rank 0).
   constexpr index_t numel() const noexcept {
@@ -135,73 +129,27 @@ class shape : public detail::dims {
  public:
   /// Throws kiln::shape_error naming op when the element count is above max_numel (an
   /// extent count that would overflow any byte count made from it).
-  void check_numel(const char* op) const {
-    if (!detail::extents_fit(*this)) {
-      throw shape_error(std::string(op) + ": shape " + to_string() + " spans more than 2^59 elements");
-    }
-  }
+  void check_numel(const char* op) const;
 };
 
 /// Element strides of a tensor view (0 = broadcast).
 class strides : public detail::dims {
  public:
   constexpr strides() noexcept = default;
-  strides(std::initializer_list<index_t> e) {
-    for (index_t v : e) push_back(v);
-  }
+  strides(std::initializer_list<index_t> e);
 };
 
 /// Row-major (C-order) strides of a contiguous tensor of shape s.
-inline strides contiguous_strides(const shape& s) {
-  strides st;
-  for (int i = 0; i < s.rank(); ++i) st.push_back(0);
-  index_t acc = 1;
-  for (int i = s.rank() - 1; i >= 0; --i) {
-    st[i] = acc;
-    acc *= std::max<index_t>(s[i], 1);
-  }
-  return st;
-}
+KILN_DECL strides contiguous_strides(const shape& s);
 
 /// NumPy broadcasting of two shapes; false when they are incompatible.
-inline bool broadcast_shapes(const shape& a, const shape& b, shape& out) {
-  // The common cases (equal shapes; a scalar's rank-0 shape) copy a shape whole. The
-  // general case builds its result element by element, so it is kept off that path.
-  if (b.rank() == 0 || a == b) {
-    if (&out != &a) out = a;
-    return true;
-  }
-  if (a.rank() == 0) {
-    out = b;
-    return true;
-  }
-  const int r = std::max(a.rank(), b.rank());
-  shape res;
-  for (int i = 0; i < r; ++i) {
-    const int ia = i - (r - a.rank());
-    const int ib = i - (r - b.rank());
-    const index_t da = ia >= 0 ? a[ia] : 1;
-    const index_t db = ib >= 0 ? b[ib] : 1;
-    if (da != db && da != 1 && db != 1) return false;
-    res.push_back(da == 1 ? db : da);
-  }
-  // two shapes within the limit can broadcast to one beyond it ([2^40, 1] and [1, 2^40])
-  if (!detail::extents_fit(res)) {
-    throw shape_error("kiln: broadcasting " + a.to_string() + " with " + b.to_string() + " gives " +
-                      res.to_string() + ", which spans more than 2^59 elements");
-  }
-  out = res;
-  return true;
-}
+KILN_DECL bool broadcast_shapes(const shape& a, const shape& b, shape& out);
 
 /// True when shape `from` broadcasts to exactly `to` (NumPy rules, `to` unchanged).
-inline bool broadcasts_to(const shape& from, const shape& to) noexcept {
-  const int lead = to.rank() - from.rank();
-  if (lead < 0) return false;
-  for (int i = 0; i < from.rank(); ++i) {
-    if (from[i] != 1 && from[i] != to[i + lead]) return false;
-  }
-  return true;
-}
+KILN_DECL bool broadcasts_to(const shape& from, const shape& to) noexcept;
 
 }  // namespace kiln
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/core/impl/shape.ipp"
+#endif

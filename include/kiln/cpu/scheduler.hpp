@@ -26,9 +26,6 @@
 #include <thread>
 #include <vector>
 
-#if defined(__linux__)
-#include <sched.h>  // sched_getaffinity: the cores this process may run on
-#endif
 #if defined(__SSE2__)
 #include <immintrin.h>  // _mm_pause
 #endif
@@ -36,19 +33,13 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/profiler.hpp"  // profile_kernel_threads
 #include "kiln/core/shape.hpp"
+#include "kiln/detail/config.hpp"
 
 namespace kiln::detail {
 
 /// The number of cores this process may run on (its affinity mask, so that `taskset` and
 /// container CPU sets are respected), at least 1.
-inline int usable_cores() {
-#if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-#endif
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
+KILN_DECL int usable_cores();
 
 inline void cpu_relax() noexcept {
 #if defined(__SSE2__)
@@ -91,10 +82,7 @@ class cpu_scheduler {
   /// thread has not started) before it sleeps: a chunk is a few microseconds of work.
   static constexpr std::chrono::microseconds caller_spin{100};
 
-  static cpu_scheduler& instance() {
-    static cpu_scheduler pool;
-    return pool;
-  }
+  static cpu_scheduler& instance();
 
   /// Runs body(begin, end) over [0, n) in chunks of `chunk` elements (the last one may be
   /// shorter; chunk starts are multiples of `chunk`) on at most `threads` threads: the
@@ -157,19 +145,9 @@ class cpu_scheduler {
   }
 
   /// Workers started so far (tests and benchmarks read it).
-  std::size_t workers() const {
-    std::lock_guard lk(mutex_);
-    return threads_.size();
-  }
+  std::size_t workers() const;
 
-  ~cpu_scheduler() {
-    {
-      std::lock_guard lk(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
+  ~cpu_scheduler();
 
  private:
   /// Chunk indices are packed in pairs into 64-bit words.
@@ -188,7 +166,7 @@ class cpu_scheduler {
   };
 
   struct job {
-    explicit job(int participants) : ranges(new range[static_cast<std::size_t>(participants)]), slots(participants) {}
+    explicit job(int participants);
     void (*run)(void*, index_t, index_t) = nullptr;
     void* body = nullptr;  // lives on the caller's stack: touched only for claimed chunks
     index_t n = 0, chunk = 0, chunks = 0, batch = 1;
@@ -213,165 +191,35 @@ class cpu_scheduler {
   cpu_scheduler() = default;
 
   /// Queues j for `helpers` workers, starting workers up to that many if there are fewer.
-  void post(const std::shared_ptr<job>& j, int helpers) {
-    int sleeping = 0;
-    {
-      std::lock_guard lk(mutex_);
-      grow(static_cast<std::size_t>(helpers));
-      helpers = std::min<int>(helpers, static_cast<int>(threads_.size()));
-      if (helpers <= 0) return;
-      j->wanted = helpers;
-      jobs_.push_back(j);
-      posted_.fetch_add(1, std::memory_order_release);
-      sleeping = sleeping_;
-    }
-    if (sleeping == 0) return;  // every worker is spinning or busy: they will see posted_
-    if (helpers == 1) wake_.notify_one();
-    else wake_.notify_all();
-  }
+  void post(const std::shared_ptr<job>& j, int helpers);
 
   /// Starts workers until there are `count` (fewer if the OS refuses threads: the caller
   /// then does more of the work itself). Called with mutex_ held.
-  void grow(std::size_t count) {
-    while (threads_.size() < count && !stop_) {
-      try {
-        threads_.emplace_back([this] { worker_loop(); });
-      } catch (const std::system_error&) {
-        return;
-      }
-    }
-  }
+  void grow(std::size_t count);
 
   /// Takes j out of the queue if helpers were still wanted: no worker attaches after this.
-  void retract(const std::shared_ptr<job>& j) {
-    std::lock_guard lk(mutex_);
-    if (j->wanted > 0) {
-      j->wanted = 0;
-      if (auto it = std::find(jobs_.begin(), jobs_.end(), j); it != jobs_.end()) jobs_.erase(it);
-    }
-  }
+  void retract(const std::shared_ptr<job>& j);
 
   /// Runs chunks of j as participant `slot` until none is left to claim or take.
-  static void work(job& j, int slot) {
-    range& own = j.ranges[static_cast<std::size_t>(slot)];
-    for (;;) {
-      run_own(j, own);
-      const index_t c = j.next.fetch_add(j.batch, std::memory_order_relaxed);
-      if (c < j.chunks) {
-        own.bounds.store(range::pack(c, std::min(c + j.batch, j.chunks)), std::memory_order_release);
-        continue;
-      }
-      if (!steal(j, slot)) return;
-    }
-  }
+  static void work(job& j, int slot);
 
   /// Works through the front of `own` one chunk at a time until it is empty (thieves may
   /// shrink it from the back meanwhile).
-  static void run_own(job& j, range& own) {
-    index_t finished_here = 0;
-    std::uint64_t v = own.bounds.load(std::memory_order_acquire);
-    for (;;) {
-      const index_t b = range::begin(v), e = range::end(v);
-      if (b >= e) break;
-      if (!own.bounds.compare_exchange_weak(v, range::pack(b + 1, e), std::memory_order_acq_rel)) continue;
-      run_chunk(j, b);
-      ++finished_here;
-      v = own.bounds.load(std::memory_order_acquire);
-    }
-    if (finished_here) finish(j, finished_here);
-  }
+  static void run_own(job& j, range& own);
 
-  static void run_chunk(job& j, index_t c) {
-    if (j.failed.load(std::memory_order_relaxed)) return;  // after an error: skipped, still counted
-    const index_t b = c * j.chunk;
-    const index_t e = std::min(j.n, b + j.chunk);
-    try {
-      nesting_guard g;
-      j.run(j.body, b, e);
-    } catch (...) {
-      if (!j.failed.exchange(true, std::memory_order_relaxed)) j.error = std::current_exception();
-    }
-  }
+  static void run_chunk(job& j, index_t c);
 
-  static void finish(job& j, index_t count) {
-    // acq_rel: these chunks' writes (and the error) reach whoever sees the final count
-    if (j.done.fetch_add(count, std::memory_order_acq_rel) + count == j.chunks) {
-      j.finished.store(1, std::memory_order_release);
-      j.finished.notify_all();
-    }
-  }
+  static void finish(job& j, index_t count);
 
   /// Moves the back half of the largest other range (all of it when one chunk is left)
   /// into slot's own range. False when every range is empty.
-  static bool steal(job& j, int slot) {
-    range& own = j.ranges[static_cast<std::size_t>(slot)];
-    for (;;) {
-      int victim = -1;
-      index_t most = 0;
-      std::uint64_t seen = 0;
-      for (int s = 0; s < j.slots; ++s) {
-        if (s == slot) continue;
-        const std::uint64_t v = j.ranges[static_cast<std::size_t>(s)].bounds.load(std::memory_order_acquire);
-        const index_t left = range::end(v) - range::begin(v);
-        if (left > most) {
-          most = left;
-          victim = s;
-          seen = v;
-        }
-      }
-      if (victim < 0) return false;
-      const index_t b = range::begin(seen), e = range::end(seen);
-      const index_t mid = b + (e - b) / 2;
-      if (j.ranges[static_cast<std::size_t>(victim)].bounds.compare_exchange_strong(seen, range::pack(b, mid),
-                                                                                    std::memory_order_acq_rel)) {
-        own.bounds.store(range::pack(mid, e), std::memory_order_release);
-        return true;
-      }
-    }
-  }
+  static bool steal(job& j, int slot);
 
   /// Waits for the chunks other threads have started, taking over what they have not
   /// started yet (a thread descheduled in the middle of its range) while it polls.
-  static void wait(job& j) {
-    if (j.finished.load(std::memory_order_acquire)) return;
-    const auto until = std::chrono::steady_clock::now() + caller_spin;
-    for (int i = 0; !j.finished.load(std::memory_order_acquire); ++i) {
-      if (steal(j, 0)) {
-        run_own(j, j.ranges[0]);
-        continue;
-      }
-      cpu_relax();
-      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) {
-        j.finished.wait(0, std::memory_order_acquire);
-      }
-    }
-  }
+  static void wait(job& j);
 
-  void worker_loop() {
-    std::uint64_t seen = 0;  // a job posted before this worker started is taken at once
-    for (;;) {
-      // poll a little before sleeping: the next statement often follows at once
-      const auto until = std::chrono::steady_clock::now() + worker_spin;
-      for (int i = 0; posted_.load(std::memory_order_acquire) == seen; ++i) {
-        cpu_relax();
-        if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
-      }
-      std::shared_ptr<job> j;
-      int slot = 0;
-      {
-        std::unique_lock lk(mutex_);
-        ++sleeping_;
-        wake_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
-        --sleeping_;
-        if (stop_) return;
-        j = jobs_.front();
-        slot = j->attached++;
-        if (--j->wanted == 0) jobs_.pop_front();
-        seen = posted_.load(std::memory_order_relaxed);
-      }
-      work(*j, slot);
-    }
-  }
+  void worker_loop();
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
@@ -383,3 +231,7 @@ class cpu_scheduler {
 };
 
 }  // namespace kiln::detail
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/cpu/impl/scheduler.ipp"
+#endif

@@ -5,18 +5,18 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "kiln/detail/config.hpp"
+
 namespace kiln::detail {
 
 /// True when the variable is set to 0, false or off (a switch that defaults to on).
-inline bool env_off(const char* name) {
-  const char* v = std::getenv(name);
-  return v && (std::string_view(v) == "0" || std::string_view(v) == "false" || std::string_view(v) == "off");
-}
+KILN_DECL bool env_off(const char* name);
 
 /// True when the variable is set to anything but 0, false or off (a switch that defaults to off).
-inline bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && !env_off(name);
-}
+KILN_DECL bool env_flag(const char* name);
 
 }  // namespace kiln::detail
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/detail/impl/env.ipp"
+#endif

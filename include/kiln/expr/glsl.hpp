@@ -19,14 +19,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/detail/config.hpp"
+
 namespace kiln::detail {
 
 /// A float constant as GLSL source, exact to the last bit ("1.128379159e+00").
-inline std::string glsl_float(float v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9e", static_cast<double>(v));
-  return buf;
-}
+KILN_DECL std::string glsl_float(float v);
 
 /// c[0] + c[1] t + ... by Horner's rule, as nested GLSL fma calls over the variable t.
 template <std::size_t N>
@@ -51,3 +49,7 @@ std::vector<std::string> glsl_functions_of() {
 }
 
 }  // namespace kiln::detail
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/expr/impl/glsl.ipp"
+#endif

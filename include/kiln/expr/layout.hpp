@@ -15,6 +15,7 @@
 
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/assign.hpp"
 #include "kiln/expr/traverse.hpp"
 
@@ -71,15 +72,7 @@ struct dim_order {
   int order[max_rank] = {};
 
   /// Dimension `axis` of a rank-r shape moved innermost, the others in their order.
-  static dim_order axis_last(int r, int axis) {
-    dim_order p;
-    p.rank = r;
-    int k = 0;
-    for (int d = 0; d < r; ++d)
-      if (d != axis) p.order[k++] = d;
-    p.order[k] = axis;
-    return p;
-  }
+  static dim_order axis_last(int r, int axis);
 };
 
 /// Writes the strides of operand op of a statement over shape s into dst[0, s.rank()):
@@ -160,3 +153,7 @@ iteration_layout<leaf_count_v<N>> make_input_layout(const shape& s, const N& arg
 }
 
 }  // namespace kiln::detail
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/expr/impl/layout.ipp"
+#endif

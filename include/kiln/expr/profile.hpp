@@ -16,6 +16,7 @@
 #include "kiln/core/backend.hpp"
 #include "kiln/core/profiler.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/kind.hpp"
 #include "kiln/expr/node.hpp"
 #include "kiln/expr/structural.hpp"
@@ -38,14 +39,7 @@ struct chain_namer {
   std::vector<seen> leaves;
   int scalars = 0;
 
-  static std::string letter(std::size_t id) {
-    std::string s;
-    do {
-      s.insert(s.begin(), char('a' + id % 26));
-      id /= 26;
-    } while (id-- > 0);
-    return s;
-  }
+  static std::string letter(std::size_t id);
 
   template <class N>
   void write(std::string& s, const N& n) {
@@ -233,3 +227,7 @@ void run_kernel(const tensor<T, B>& out, const N& n) {
 }
 
 }  // namespace kiln::detail
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/expr/impl/profile.ipp"
+#endif

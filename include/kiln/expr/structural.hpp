@@ -24,6 +24,7 @@
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/shape.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/kind.hpp"
 #include "kiln/expr/node.hpp"
 
@@ -93,27 +94,10 @@ struct structural_node {
 
 /// `axis` of a rank-r input as [0, r), negative counting from the end; throws
 /// kiln::shape_error naming the op and the input otherwise.
-inline int normalize_axis(std::string_view op, int axis, const kiln::shape& s, const std::string& input) {
-  const int r = std::max(s.rank(), 1);  // a rank-0 input has one axis of extent 1, as in PyTorch
-  if (axis < -r || axis >= r) {
-    throw shape_error("kiln::" + std::string(op) + ": axis " + std::to_string(axis) + " is out of range for " + input +
-                      " (valid: " + std::to_string(-r) + " .. " + std::to_string(r - 1) + ")");
-  }
-  return axis < 0 ? axis + r : axis;
-}
+KILN_DECL int normalize_axis(std::string_view op, int axis, const kiln::shape& s, const std::string& input);
 
 /// The output shape of a reduce-family node over `axis` (or all elements).
-inline kiln::shape reduced_shape(const kiln::shape& in, int axis, bool all, bool keepdims) {
-  kiln::shape out;
-  for (int d = 0; d < in.rank(); ++d) {
-    if (all || d == axis) {
-      if (keepdims) out.push_back(1);
-    } else {
-      out.push_back(in[d]);
-    }
-  }
-  return out;
-}
+KILN_DECL kiln::shape reduced_shape(const kiln::shape& in, int axis, bool all, bool keepdims);
 
 /// Builds a structural node over x (any expression; tensors become leaves).
 template <class Op, class X, class... P>
@@ -140,3 +124,7 @@ auto make_structural(X&& x, int axis, bool all, bool keepdims, float eps, P&&...
 }
 
 }  // namespace kiln::detail
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/expr/impl/structural.ipp"
+#endif

@@ -1,0 +1,195 @@
+// kiln/cpu/impl/scheduler.ipp — definitions of kiln/cpu/scheduler.hpp
+// (inline in the header-only mode, compiled once in kiln::runtime / kiln::vulkan_runtime
+// otherwise; see kiln/detail/config.hpp).
+#pragma once
+
+#include "kiln/cpu/scheduler.hpp"
+
+#if defined(__linux__)
+#include <sched.h>  // sched_getaffinity: the cores this process may run on
+#endif
+
+namespace kiln::detail {
+
+KILN_DECL int usable_cores() {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+KILN_DECL cpu_scheduler& cpu_scheduler::instance() {
+  static cpu_scheduler pool;
+  return pool;
+}
+
+KILN_DECL std::size_t cpu_scheduler::workers() const {
+  std::lock_guard lk(mutex_);
+  return threads_.size();
+}
+
+KILN_DECL cpu_scheduler::~cpu_scheduler() {
+  {
+    std::lock_guard lk(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+KILN_DECL cpu_scheduler::job::job(int participants)
+    : ranges(new range[static_cast<std::size_t>(participants)]), slots(participants) {}
+
+KILN_DECL void cpu_scheduler::post(const std::shared_ptr<job>& j, int helpers) {
+  int sleeping = 0;
+  {
+    std::lock_guard lk(mutex_);
+    grow(static_cast<std::size_t>(helpers));
+    helpers = std::min<int>(helpers, static_cast<int>(threads_.size()));
+    if (helpers <= 0) return;
+    j->wanted = helpers;
+    jobs_.push_back(j);
+    posted_.fetch_add(1, std::memory_order_release);
+    sleeping = sleeping_;
+  }
+  if (sleeping == 0) return;  // every worker is spinning or busy: they will see posted_
+  if (helpers == 1) wake_.notify_one();
+  else wake_.notify_all();
+}
+
+KILN_DECL void cpu_scheduler::grow(std::size_t count) {
+  while (threads_.size() < count && !stop_) {
+    try {
+      threads_.emplace_back([this] { worker_loop(); });
+    } catch (const std::system_error&) {
+      return;
+    }
+  }
+}
+
+KILN_DECL void cpu_scheduler::retract(const std::shared_ptr<job>& j) {
+  std::lock_guard lk(mutex_);
+  if (j->wanted > 0) {
+    j->wanted = 0;
+    if (auto it = std::find(jobs_.begin(), jobs_.end(), j); it != jobs_.end()) jobs_.erase(it);
+  }
+}
+
+KILN_DECL void cpu_scheduler::work(job& j, int slot) {
+  range& own = j.ranges[static_cast<std::size_t>(slot)];
+  for (;;) {
+    run_own(j, own);
+    const index_t c = j.next.fetch_add(j.batch, std::memory_order_relaxed);
+    if (c < j.chunks) {
+      own.bounds.store(range::pack(c, std::min(c + j.batch, j.chunks)), std::memory_order_release);
+      continue;
+    }
+    if (!steal(j, slot)) return;
+  }
+}
+
+KILN_DECL void cpu_scheduler::run_own(job& j, range& own) {
+  index_t finished_here = 0;
+  std::uint64_t v = own.bounds.load(std::memory_order_acquire);
+  for (;;) {
+    const index_t b = range::begin(v), e = range::end(v);
+    if (b >= e) break;
+    if (!own.bounds.compare_exchange_weak(v, range::pack(b + 1, e), std::memory_order_acq_rel)) continue;
+    run_chunk(j, b);
+    ++finished_here;
+    v = own.bounds.load(std::memory_order_acquire);
+  }
+  if (finished_here) finish(j, finished_here);
+}
+
+KILN_DECL void cpu_scheduler::run_chunk(job& j, index_t c) {
+  if (j.failed.load(std::memory_order_relaxed)) return;  // after an error: skipped, still counted
+  const index_t b = c * j.chunk;
+  const index_t e = std::min(j.n, b + j.chunk);
+  try {
+    nesting_guard g;
+    j.run(j.body, b, e);
+  } catch (...) {
+    if (!j.failed.exchange(true, std::memory_order_relaxed)) j.error = std::current_exception();
+  }
+}
+
+KILN_DECL void cpu_scheduler::finish(job& j, index_t count) {
+  // acq_rel: these chunks' writes (and the error) reach whoever sees the final count
+  if (j.done.fetch_add(count, std::memory_order_acq_rel) + count == j.chunks) {
+    j.finished.store(1, std::memory_order_release);
+    j.finished.notify_all();
+  }
+}
+
+KILN_DECL bool cpu_scheduler::steal(job& j, int slot) {
+  range& own = j.ranges[static_cast<std::size_t>(slot)];
+  for (;;) {
+    int victim = -1;
+    index_t most = 0;
+    std::uint64_t seen = 0;
+    for (int s = 0; s < j.slots; ++s) {
+      if (s == slot) continue;
+      const std::uint64_t v = j.ranges[static_cast<std::size_t>(s)].bounds.load(std::memory_order_acquire);
+      const index_t left = range::end(v) - range::begin(v);
+      if (left > most) {
+        most = left;
+        victim = s;
+        seen = v;
+      }
+    }
+    if (victim < 0) return false;
+    const index_t b = range::begin(seen), e = range::end(seen);
+    const index_t mid = b + (e - b) / 2;
+    if (j.ranges[static_cast<std::size_t>(victim)].bounds.compare_exchange_strong(seen, range::pack(b, mid),
+                                                                                  std::memory_order_acq_rel)) {
+      own.bounds.store(range::pack(mid, e), std::memory_order_release);
+      return true;
+    }
+  }
+}
+
+KILN_DECL void cpu_scheduler::wait(job& j) {
+  if (j.finished.load(std::memory_order_acquire)) return;
+  const auto until = std::chrono::steady_clock::now() + caller_spin;
+  for (int i = 0; !j.finished.load(std::memory_order_acquire); ++i) {
+    if (steal(j, 0)) {
+      run_own(j, j.ranges[0]);
+      continue;
+    }
+    cpu_relax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) {
+      j.finished.wait(0, std::memory_order_acquire);
+    }
+  }
+}
+
+KILN_DECL void cpu_scheduler::worker_loop() {
+  std::uint64_t seen = 0;  // a job posted before this worker started is taken at once
+  for (;;) {
+    // poll a little before sleeping: the next statement often follows at once
+    const auto until = std::chrono::steady_clock::now() + worker_spin;
+    for (int i = 0; posted_.load(std::memory_order_acquire) == seen; ++i) {
+      cpu_relax();
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+    }
+    std::shared_ptr<job> j;
+    int slot = 0;
+    {
+      std::unique_lock lk(mutex_);
+      ++sleeping_;
+      wake_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
+      --sleeping_;
+      if (stop_) return;
+      j = jobs_.front();
+      slot = j->attached++;
+      if (--j->wanted == 0) jobs_.pop_front();
+      seen = posted_.load(std::memory_order_relaxed);
+    }
+    work(*j, slot);
+  }
+}
+
+}  // namespace kiln::detail
