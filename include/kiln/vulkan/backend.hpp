@@ -21,6 +21,7 @@
 #include "kiln/core/backend.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/convert.hpp"
 #include "kiln/expr/node.hpp"
 #include "kiln/vulkan/context.hpp"
@@ -60,25 +61,10 @@ struct vulkan {
 
   /// Every physical device the Vulkan loader reports, usable or not (empty when there is
   /// no loader, no driver or no device). Never throws for a missing device.
-  static std::vector<device_info> devices() {
-    try {
-      detail::vk::instance inst(false);
-      return detail::vk::describe_all(inst);
-    } catch (const device_error&) {
-      return {};
-    }
-  }
+  static std::vector<device_info> devices();
 
   /// True when a context<vulkan> can be created with the default selection. Never throws.
-  static bool available() noexcept {
-    try {
-      const auto ds = devices();
-      detail::vk::select(ds, std::nullopt);
-      return true;
-    } catch (...) {
-      return false;
-    }
-  }
+  static bool available() noexcept;
 
   /// The device a context runs on.
   static const device_info& device(const context<vulkan>& ctx);
@@ -99,11 +85,7 @@ struct vulkan {
   static std::uint64_t wait_preloaded(const context<vulkan>& ctx);
 
   /// Validation-layer messages of this process so far (contexts created with validation).
-  static std::vector<std::string> validation_messages() {
-    auto& log = detail::vk::global_validation_log();
-    std::lock_guard lock(log.mutex);
-    return log.messages;
-  }
+  static std::vector<std::string> validation_messages();
 
   /// Starts copying t to the host and returns a handle to wait on; the GPU work that t
   /// depends on is submitted now. Example: `auto h = kiln::vulkan::read_async(y); ...; auto v = h.get();`
@@ -225,13 +207,6 @@ struct backend_traits<vulkan> {
                            (std::is_same_v<To, float> && std::is_same_v<From, half>)> {};
 };
 
-inline const vulkan::device_info& vulkan::device(const context<vulkan>& ctx) { return ctx.state()->info(); }
-inline vulkan::memory_stats vulkan::memory(const context<vulkan>& ctx) { return ctx.state()->memory(); }
-inline std::size_t vulkan::trim(const context<vulkan>& ctx) { return ctx.state()->trim(); }
-inline vulkan::stream_stats vulkan::stream(const context<vulkan>& ctx) { return ctx.state()->stream(); }
-inline vulkan::cache_stats vulkan::cache(const context<vulkan>& ctx) { return ctx.state()->cache(); }
-inline std::uint64_t vulkan::wait_preloaded(const context<vulkan>& ctx) { return ctx.state()->wait_preloaded(); }
-
 template <class T>
 host_read<T> vulkan::read_async(const tensor<T, vulkan>& t) {
   host_read<T> h;
@@ -247,3 +222,7 @@ host_read<T> vulkan::read_async(const tensor<T, vulkan>& t) {
 }
 
 }  // namespace kiln
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/impl/backend.ipp"
+#endif

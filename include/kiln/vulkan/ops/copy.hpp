@@ -18,6 +18,7 @@
 
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/assign.hpp"  // broadcast_strides
 #include "kiln/expr/layout.hpp"  // collapse_dims
 #include "kiln/vulkan/context.hpp"
@@ -71,7 +72,7 @@ void gather_strides(const shape& s, const strides* const (&st)[K], index_t (&out
     for (int d = 0; d < s.rank(); ++d) out[o][d] = (*st[o])[d];
 }
 
-inline const char* elem_bits(std::size_t bytes) noexcept { return bytes == 1 ? "8" : bytes == 2 ? "16" : "32"; }
+KILN_DECL const char* elem_bits(std::size_t bytes) noexcept;
 
 template <class T>
 void require_storage_width(const context_state& ctx) {
@@ -181,3 +182,7 @@ void record_fill_kernel(const tensor<T, B>& dst, T value) {
 }
 
 }  // namespace kiln::detail::vk
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/ops/impl/copy.ipp"
+#endif

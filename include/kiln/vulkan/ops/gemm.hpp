@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/traverse.hpp"
 #include "kiln/vulkan/codegen.hpp"
 #include "kiln/vulkan/codegen/gemm.hpp"
@@ -29,20 +30,7 @@
 namespace kiln::detail::vk {
 
 /// What ctx's device lets a matmul kernel use.
-inline gemm_device gemm_device_of(const context_state& ctx) {
-  const device_info& d = ctx.info();
-  gemm_device g;
-  g.max_invocations = d.max_workgroup_invocations;
-  g.max_wg_x = d.max_workgroup_size[0];
-  g.shared_bytes = d.max_shared_memory;
-  g.cpu = d.type == device_type::cpu;
-  const auto has = [&](const char* op) {
-    return std::find(d.subgroup_operations.begin(), d.subgroup_operations.end(), op) != d.subgroup_operations.end();
-  };
-  if (d.subgroups_in_compute && has("basic") && has("arithmetic")) g.subgroup = d.subgroup_size;
-  g.shuffle = g.subgroup != 0 && has("shuffle");
-  return g;
-}
+KILN_DECL gemm_device gemm_device_of(const context_state& ctx);
 
 /// The variant a matmul node runs (kiln::kernel_variant), e.g. "vulkan.gemm.tiled 64x64".
 template <class S>
@@ -101,3 +89,7 @@ void record_gemm_kernel(const tensor<T, B>& out, const N& n) {
 }
 
 }  // namespace kiln::detail::vk
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/ops/impl/gemm.ipp"
+#endif

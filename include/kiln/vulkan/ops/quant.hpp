@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/traverse.hpp"
 #include "kiln/vulkan/codegen/quant.hpp"
 #include "kiln/vulkan/context.hpp"
@@ -35,16 +36,7 @@
 namespace kiln::detail::vk {
 
 /// What ctx's device lets a quant kernel use.
-inline quant_device quant_device_of(const context_state& ctx) {
-  const device_info& d = ctx.info();
-  quant_device q;
-  q.max_invocations = std::min(d.max_workgroup_invocations, d.max_workgroup_size[0]);
-  q.shared_bytes = d.max_shared_memory;
-  q.cpu = d.type == device_type::cpu;
-  q.dot = d.integer_dot_product;
-  q.dot_fast = d.dot4x8_signed_accelerated;
-  return q;
-}
+KILN_DECL quant_device quant_device_of(const context_state& ctx);
 
 /// The variant a quant node runs (kiln::kernel_variant), e.g. "vulkan.quant.matvec".
 template <class S>
@@ -100,3 +92,7 @@ void record_quant_kernel(const tensor<T, B>& out, const N& n) {
 }
 
 }  // namespace kiln::detail::vk
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/ops/impl/quant.ipp"
+#endif
