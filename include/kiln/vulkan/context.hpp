@@ -25,6 +25,7 @@
 
 #include "kiln/core/error.hpp"
 #include "kiln/core/profiler.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/vulkan/device.hpp"
 #include "kiln/vulkan/memory.hpp"
 #include "kiln/vulkan/profiler.hpp"
@@ -89,114 +90,7 @@ class context_state {
     std::uint32_t count[3] = {1, 1, 1};
   };
 
-  explicit context_state(const context_options& opt) {
-    validation_ = opt.validation.value_or(env_flag("KILN_VULKAN_VALIDATION"));
-    std::size_t limit = 0;
-    if (opt.memory_limit) {
-      limit = *opt.memory_limit;
-    } else if (const char* env = std::getenv("KILN_VULKAN_MEMORY_LIMIT"); env && *env) {
-      limit = parse_bytes(env, "KILN_VULKAN_MEMORY_LIMIT");
-    }
-    instance_ = std::make_unique<instance>(validation_);
-    std::vector<VkPhysicalDevice> handles;
-    const auto all = describe_all(*instance_, &handles);
-    info_ = select(all, opt.device);
-    physical_ = handles[static_cast<std::size_t>(info_.index)];
-    auto cap = [](std::uint32_t& limit, std::uint32_t to) {
-      if (to) limit = std::min(limit, to);
-    };
-    cap(info_.max_push_constants, opt.max_push_constants);
-    cap(info_.max_storage_buffers, opt.max_storage_buffers);
-    cap(info_.max_texel_buffers, opt.max_texel_buffers);
-
-    // Device: one compute queue; the features kiln's kernels use, where present.
-    const float priority = 1.0f;
-    VkDeviceQueueCreateInfo qi{};
-    qi.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
-    qi.queueFamilyIndex = info_.compute_queue_family;
-    qi.queueCount = 1;
-    qi.pQueuePriorities = &priority;
-    VkPhysicalDeviceVulkan12Features f12{};
-    f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
-    f12.timelineSemaphore = VK_TRUE;
-    f12.storageBuffer8BitAccess = info_.storage_8bit;
-    f12.shaderInt8 = info_.int8_arithmetic;
-    f12.shaderFloat16 = info_.fp16_arithmetic;
-    VkPhysicalDeviceVulkan11Features f11{};
-    f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
-    f11.pNext = &f12;
-    f11.storageBuffer16BitAccess = info_.storage_16bit;
-    VkPhysicalDeviceFeatures2 f10{};
-    f10.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-    f10.pNext = &f11;
-    f10.features.shaderInt64 = info_.int64;
-    // Integer dot products (the quantized products' packed 4x8-bit dots): the extension's
-    // struct, core in 1.3 (no VkPhysicalDeviceVulkan13Features in the chain, which may not
-    // stand beside it); a 1.2 device also needs the extension itself enabled.
-    VkPhysicalDeviceShaderIntegerDotProductFeatures fdot{};
-    fdot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
-    fdot.shaderIntegerDotProduct = VK_TRUE;
-    std::vector<const char*> extensions;
-    if (info_.integer_dot_product) {
-      fdot.pNext = f10.pNext;
-      f10.pNext = &fdot;
-      if (info_.integer_dot_product_extension) extensions.push_back("VK_KHR_shader_integer_dot_product");
-    }
-    VkDeviceCreateInfo di{};
-    di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
-    di.pNext = &f10;
-    di.queueCreateInfoCount = 1;
-    di.pQueueCreateInfos = &qi;
-    di.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
-    di.ppEnabledExtensionNames = extensions.data();
-    VkDevice dev = VK_NULL_HANDLE;
-    if (VkResult r = vkCreateDevice(physical_, &di, nullptr, &dev); r != VK_SUCCESS) {
-      throw device_unavailable("kiln::vulkan: cannot open " + info_.label() + ": " + call_failed("vkCreateDevice", r));
-    }
-    device_.dev = dev;
-    vkGetDeviceQueue(dev, info_.compute_queue_family, 0, &queue_);
-
-    if (opt.texel_reads) {
-      texel_reads_ = *opt.texel_reads;
-    } else if (const char* env = std::getenv("KILN_VULKAN_TEXEL_READS"); env && *env) {
-      texel_reads_ = !env_off("KILN_VULKAN_TEXEL_READS");
-    } else {
-      texel_reads_ = info_.type == device_type::cpu;
-    }
-    texel_reads_ = texel_reads_ && info_.max_texel_buffer_elements > 0;
-    single_step_ = opt.single_step;
-    // Texel views wherever the device has them, whatever texel_reads says: a kernel with
-    // more inputs than the device's storage-buffer descriptors reads some through them.
-    pool_ = std::make_unique<memory_pool>(dev, info_, opt.block_size, limit, true);
-    zero_copy_ = opt.zero_copy && info_.unified_memory;
-    auto tensor_type = zero_copy_ ? pool_->find_type(true, true, true, true) : pool_->find_type(true, false, true, false);
-    if (!tensor_type) tensor_type = pool_->find_type(false, false, true, false);
-    auto staging_type = pool_->find_type(false, true, false, true);
-    if (!tensor_type || !staging_type) {
-      throw device_unavailable("kiln::vulkan: " + info_.label() + " offers no memory type for storage buffers");
-    }
-    tensor_type_ = *tensor_type;
-    staging_type_ = *staging_type;
-    staging_size_ = std::max<std::size_t>(opt.staging_size, std::size_t(64) << 10);
-    seq_ = std::make_unique<sequence>(dev, queue_, info_.compute_queue_family, std::max(opt.batch_commands, 1u));
-    kernels_ = std::make_unique<shader_cache>(dev, info_);
-    std::uint32_t every = info_.type == device_type::cpu ? 16 : 1;
-    if (opt.profile_gpu_every) {
-      every = *opt.profile_gpu_every;
-    } else if (const char* env = std::getenv("KILN_PROFILE_GPU_EVERY"); env && *env) {
-      char* end = nullptr;
-      const long v = std::strtol(env, &end, 10);
-      if (*end || v < 1 || v > 1000000) {
-        throw error(std::string("kiln::vulkan: KILN_PROFILE_GPU_EVERY='") + env + "' is not a count (1..1000000)");
-      }
-      every = static_cast<std::uint32_t>(v);
-    }
-    profile.gpu_every = std::max<std::uint32_t>(every, 1);
-    profile.configure(opt.profile, name());
-    workgroup_size_ = kernels_->workgroup_size();
-    elements_per_invocation_ = kernels_->elements_per_invocation();
-    enlist(this);
-  }
+  explicit context_state(const context_options& opt);
 
   context_state(const context_state&) = delete;
   context_state& operator=(const context_state&) = delete;
@@ -204,10 +98,7 @@ class context_state {
   /// Waits for the GPU, then frees everything (release_device). Never throws: on a lost
   /// device the wait returns VK_ERROR_DEVICE_LOST at once, and a failure here has no one
   /// to report to.
-  ~context_state() {
-    delist(this);
-    release_device();
-  }
+  ~context_state();
 
   mutable std::atomic<std::uint64_t> kernels_launched{0};
   /// KILN_PROFILE / options::profile (core/profiler.hpp). Declared before the members
@@ -237,61 +128,20 @@ class context_state {
   allocation allocate(std::size_t bytes) { return allocate_in(bytes, tensor_type_); }
 
   /// Frees `a` now if the GPU is done with it, else once the last use completes.
-  void release(const allocation& a, const access_state& s) noexcept {
-    std::lock_guard lock(mutex_);
-    if (!pool_) return;  // the device is released (release_device): its memory went with it
-    if (lost_) {
-      // A loss seen by one call need not have stopped work submitted before it: let the
-      // device drain once (a lost device returns at once) before memory goes back.
-      if (!drained_) vkDeviceWaitIdle(device_.dev);
-      drained_ = true;
-      pool_->free(a);
-    } else if (s.last_use() <= seq_->completed()) {
-      pool_->free(a);
-    } else {
-      deferred_.emplace_back(s.last_use(), a);
-    }
-  }
+  void release(const allocation& a, const access_state& s) noexcept;
 
-  memory_stats memory() const {
-    std::lock_guard lock(mutex_);
-    ensure_alive();
-    return pool_->stats();
-  }
+  memory_stats memory() const;
   /// Gives wholly free blocks back to the device; returns the bytes released.
-  std::size_t trim() {
-    std::lock_guard lock(mutex_);
-    ensure_alive();
-    return pool_->trim();
-  }
-  sequence_stats stream() const {
-    std::lock_guard lock(mutex_);
-    ensure_alive();
-    return seq_->stats();
-  }
-  std::size_t compilations() const {
-    std::lock_guard lock(mutex_);
-    ensure_alive();
-    return kernels_->compilations();
-  }
-  cache_stats cache() const {
-    std::lock_guard lock(mutex_);
-    ensure_alive();
-    return kernels_->stats();
-  }
+  std::size_t trim();
+  sequence_stats stream() const;
+  std::size_t compilations() const;
+  cache_stats cache() const;
   /// Waits for the GPU work recorded so far and adds its GPU times to the profile.
-  void collect_profile() {
-    synchronize();
-    std::lock_guard lock(mutex_);
-    if (timer_) poll_locked();
-  }
+  void collect_profile();
 
   /// Waits for the warm-start thread (the kernels this program used last time, rebuilt in
   /// the background); the number it rebuilt. Takes no context lock: other threads go on.
-  std::uint64_t wait_preloaded() const {
-    ensure_alive();
-    return kernels_->wait_preloaded();
-  }
+  std::uint64_t wait_preloaded() const;
 
   // ---- kernels ------------------------------------------------------------------------
 
@@ -300,35 +150,17 @@ class context_state {
 
   /// Workgroups for a kernel of the fixed-kernel shape (elements_per_invocation elements
   /// per invocation, grid-stride loop beyond the device's group-count limit).
-  std::uint32_t groups_for(std::uint64_t elements) const noexcept {
-    const std::uint64_t per = std::uint64_t(workgroup_size_) * elements_per_invocation_;
-    const std::uint64_t g = (elements + per - 1) / per;
-    return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(g, 1, info_.max_workgroup_count[0]));
-  }
+  std::uint32_t groups_for(std::uint64_t elements) const noexcept;
 
   /// The compiled pipeline of k (compiling it now if needed): warms the cache, and lets
   /// tools record k themselves. Throws kiln::shader_error.
-  const pipeline& prepare(const kernel_spec& k) {
-    std::lock_guard lock(mutex_);
-    ensure_alive();
-    return kernels_->get(k);
-  }
+  const pipeline& prepare(const kernel_spec& k);
 
   /// Records one dispatch of kernel k over a grid of `groups` workgroups (x, y, z; each at
   /// most the device's maxComputeWorkGroupCount, else kiln::device_error) with the given
   /// buffers; see the one-dimensional overload below.
   void dispatch(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
-                const grid& groups) {
-    for (int d = 0; d < 3; ++d) {
-      if (groups.count[d] > info_.max_workgroup_count[static_cast<std::size_t>(d)]) {
-        throw device_error("kiln::vulkan: kernel '" + std::string(k.name) + "' needs " + std::to_string(groups.count[d]) +
-                           " workgroups along dimension " + std::to_string(d) + "; " + info_.label() + " allows " +
-                           std::to_string(info_.max_workgroup_count[static_cast<std::size_t>(d)]) +
-                           " (maxComputeWorkGroupCount)");
-      }
-    }
-    dispatch_grid(k, buffers, push, groups);
-  }
+                const grid& groups);
 
   /// Records one dispatch of kernel k over `groups` workgroups with the given buffers
   /// (binding i = buffers[i]) and parameters: push constants, or, for a kernel with a
@@ -345,118 +177,26 @@ class context_state {
   /// as x * y with x at most the device's maxComputeWorkGroupCount[0]: a kernel numbers
   /// its task gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x and skips numbers
   /// from count on. Throws kiln::device_error beyond x * y (2^32 tasks on most devices).
-  grid grid_for(std::uint64_t count) const {
-    const std::uint64_t mx = std::max<std::uint32_t>(info_.max_workgroup_count[0], 1);
-    const std::uint64_t x = std::clamp<std::uint64_t>(count, 1, mx);
-    const std::uint64_t y = std::max<std::uint64_t>((count + x - 1) / x, 1);
-    if (y > info_.max_workgroup_count[1]) {
-      throw device_error("kiln::vulkan: " + std::to_string(count) + " workgroups exceed " + info_.label() +
-                         "'s maxComputeWorkGroupCount[0] * [1]; split the work");
-    }
-    return grid{{static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y), 1}};
-  }
+  grid grid_for(std::uint64_t count) const;
 
  private:
   void dispatch_grid(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
-                     const grid& groups) {
-    const std::uint32_t param_bytes = k.params_bytes ? k.params_bytes : k.push_bytes;
-    if (buffers.size() != k.bindings || push.size() != param_bytes) {
-      throw error("kiln::vulkan: kernel '" + std::string(k.name) + "' takes " + std::to_string(k.bindings) +
-                  " buffers and " + std::to_string(param_bytes) + " bytes of " +
-                  (k.params_bytes ? "parameters" : "push constants") + "; given " + std::to_string(buffers.size()) +
-                  " and " + std::to_string(push.size()));
-    }
-    allocation params;
-    if (k.params_bytes) {
-      params = allocate_in(k.params_bytes, zero_copy_ ? tensor_type_ : staging_type_);
-      std::memcpy(params.mapped(), push.data(), push.size());  // coherent: visible at submit
-    }
-    std::lock_guard lock(mutex_);
-    access_state params_state;  // the dispatch's read of the parameters, for the deferred free
-    auto release_params = [&]() noexcept {
-      if (!params) return;
-      if (lost_ || params_state.last_use() <= seq_->completed()) pool_->free(params);
-      else deferred_.emplace_back(params_state.last_use(), params);  // room reserved below
-    };
-    try {
-      if (params) deferred_.reserve(deferred_.size() + 1);
-      record_dispatch(k, buffers, push, groups, params, params_state);
-    } catch (...) {
-      release_params();
-      throw;
-    }
-    release_params();
-    kernels_launched.fetch_add(1, std::memory_order_relaxed);
-  }
+                     const grid& groups);
 
  public:
   // ---- host transfers -----------------------------------------------------------------
 
   /// Host -> device. Zero-copy: waits for the GPU's last use of the buffer, then memcpy.
   /// Otherwise: memcpy into the staging ring and a recorded copy (returns at once).
-  void write(const allocation& a, access_state& s, std::size_t offset, const void* src, std::size_t bytes) {
-    std::unique_lock lock(mutex_);
-    ensure_alive();
-    if (zero_copy_) {
-      wait_locked(lock, s.last_use());
-      lock.unlock();
-      std::memcpy(a.mapped() + offset, src, bytes);
-      return;
-    }
-    for (std::size_t done = 0; done < bytes;) {
-      const std::size_t n = std::min(bytes - done, staging_size_);
-      const VkDeviceSize at = ring_reserve(lock, n);
-      std::memcpy(ring_.alloc.mapped() + at, static_cast<const std::byte*>(src) + done, n);
-      record_copy(ring_.alloc, ring_.alloc.offset + at, a, s, a.offset + offset + done, n, true);
-      ring_commit(at, n);
-      done += n;
-    }
-  }
+  void write(const allocation& a, access_state& s, std::size_t offset, const void* src, std::size_t bytes);
 
   /// Device -> host: waits only for the work that writes this buffer.
-  void read(const allocation& a, access_state& s, std::size_t offset, void* dst, std::size_t bytes) {
-    std::unique_lock lock(mutex_);
-    ensure_alive();
-    if (zero_copy_) {
-      wait_locked(lock, s.write_value);
-      lock.unlock();
-      std::memcpy(dst, a.mapped() + offset, bytes);
-      return;
-    }
-    // The lock stays held until each chunk is copied out, so no other thread can reuse
-    // the ring range between the GPU's copy and ours.
-    for (std::size_t done = 0; done < bytes;) {
-      const std::size_t n = std::min(bytes - done, staging_size_);
-      const VkDeviceSize at = ring_reserve(lock, n);
-      record_copy(a, a.offset + offset + done, ring_.alloc, s, ring_.alloc.offset + at, n, false);
-      ring_commit(at, n);
-      const std::uint64_t v = seq_->recording_value();
-      submit_locked();
-      fatal_on_failure([&] { seq_->wait(v, &lost_); });
-      poll_locked();
-      std::memcpy(static_cast<std::byte*>(dst) + done, ring_.alloc.mapped() + at, n);
-      done += n;
-    }
-  }
+  void read(const allocation& a, access_state& s, std::size_t offset, void* dst, std::size_t bytes);
 
   /// Starts a device -> host copy into host-visible memory and returns the timeline value
   /// after which `readback` holds the bytes (readback is a.mapped() itself on zero-copy).
   std::uint64_t read_begin(const allocation& a, access_state& s, std::size_t offset, std::size_t bytes,
-                           allocation& readback, access_state& readback_state) {
-    std::unique_lock lock(mutex_);
-    ensure_alive();
-    std::uint64_t v = s.write_value;
-    if (!zero_copy_) {
-      lock.unlock();
-      readback = allocate_in(bytes, staging_type_);
-      lock.lock();
-      record_copy(a, a.offset + offset, readback, s, readback.offset, bytes, false);
-      readback_state.write_value = seq_->recording_value();
-      v = readback_state.write_value;
-    }
-    if (v > seq_->submitted()) submit_locked();
-    return v;
-  }
+                           allocation& readback, access_state& readback_state);
 
   /// Frees a readback allocation from read_begin.
   void release_readback(const allocation& a, const access_state& s) noexcept { release(a, s); }
@@ -464,74 +204,27 @@ class context_state {
   // ---- synchronisation ----------------------------------------------------------------
 
   /// Submits what is recorded (work starts without anyone waiting).
-  void flush() {
-    std::lock_guard lock(mutex_);
-    ensure_alive();
-    submit_locked();
-  }
+  void flush();
 
   /// Blocks until timeline value v is complete (submitting it first if needed).
-  void wait(std::uint64_t v) {
-    std::unique_lock lock(mutex_);
-    ensure_alive();
-    wait_locked(lock, v);
-  }
+  void wait(std::uint64_t v);
 
   /// True when timeline value v is complete (never blocks).
-  bool done(std::uint64_t v) {
-    std::lock_guard lock(mutex_);
-    ensure_alive();
-    if (v > seq_->completed()) poll_locked();
-    return v <= seq_->completed();
-  }
+  bool done(std::uint64_t v);
 
   /// Waits for everything recorded so far.
-  void synchronize() {
-    std::unique_lock lock(mutex_);
-    ensure_alive();
-    const std::uint64_t v = seq_->has_recorded() ? seq_->recording_value() : seq_->submitted();
-    wait_locked(lock, v);
-  }
+  void synchronize();
 
   /// Marks the device lost: later work is refused with `why` in the message; tensors can
   /// still be destroyed and the context destructs without waiting on the GPU.
-  void mark_lost(const std::string& why) noexcept {
-    std::lock_guard lock(lost_mutex_);
-    if (!lost_) {
-      lost_reason_ = why;
-      lost_ = true;
-    }
-  }
+  void mark_lost(const std::string& why) noexcept;
   bool lost() const noexcept { return lost_; }
 
   /// Waits for the GPU, then frees the device and everything on it, the instance last.
   /// The destructor's work, which release_at_exit also does for every live context.
   /// Afterwards the context refuses new work (ensure_alive, once marked lost), and
   /// destroying it or its tensors calls no Vulkan function. Idempotent; never throws.
-  void release_device() noexcept {
-    std::lock_guard lock(mutex_);
-    if (!pool_) return;  // released before
-    if (device_.dev) vkDeviceWaitIdle(device_.dev);
-    if (timer_ && !lost_) {  // the last GPU times, before the profiler writes its trace
-      try {
-        seq_->poll();
-        timer_->collect(seq_->completed());
-      } catch (...) {
-      }
-    }
-    for (auto& d : deferred_) pool_->free(d.second);
-    deferred_.clear();
-    if (ring_.alloc) pool_->free(ring_.alloc);
-    ring_.alloc = {};
-    ring_.in_use.clear();
-    // the members' own order of destruction
-    timer_.reset();
-    kernels_.reset();
-    seq_.reset();
-    pool_.reset();
-    device_.destroy();
-    instance_.reset();
-  }
+  void release_device() noexcept;
 
  private:
   struct device_owner {
@@ -539,11 +232,8 @@ class context_state {
     device_owner() = default;
     device_owner(const device_owner&) = delete;
     device_owner& operator=(const device_owner&) = delete;
-    ~device_owner() { destroy(); }
-    void destroy() noexcept {
-      if (dev) vkDestroyDevice(dev, nullptr);
-      dev = VK_NULL_HANDLE;
-    }
+    ~device_owner();
+    void destroy() noexcept;
   };
 
   // ---- contexts still alive at exit ----------------------------------------------------
@@ -564,32 +254,10 @@ class context_state {
     std::vector<context_state*> states;
   };
   /// Never destroyed: a context may outlive every other static.
-  static live_contexts& registry() {
-    static auto* r = new live_contexts;
-    return *r;
-  }
-  static void enlist(context_state* s) {
-    auto& r = registry();
-    std::lock_guard lock(r.mutex);
-    r.states.reserve(r.states.size() + 1);
-    if (r.states.empty() && std::atexit(&release_at_exit) != 0) {
-      throw error("kiln::vulkan: cannot register the exit handler that releases the device");
-    }
-    r.states.push_back(s);
-  }
-  static void delist(context_state* s) noexcept {
-    auto& r = registry();
-    std::lock_guard lock(r.mutex);
-    r.states.erase(std::remove(r.states.begin(), r.states.end(), s), r.states.end());
-  }
-  static void release_at_exit() noexcept {
-    auto& r = registry();
-    std::lock_guard lock(r.mutex);
-    for (context_state* s : r.states) {
-      s->mark_lost("released when the process exited, before the Vulkan driver unloads");
-      s->release_device();
-    }
-  }
+  static live_contexts& registry();
+  static void enlist(context_state* s);
+  static void delist(context_state* s) noexcept;
+  static void release_at_exit() noexcept;
 
   /// A ring of host-visible memory for staged transfers; each range is reusable once the
   /// timeline value of the copy that used it completes.
@@ -603,13 +271,7 @@ class context_state {
     std::deque<range> in_use;
   };
 
-  void ensure_alive() const {
-    if (lost_) {
-      std::lock_guard lock(lost_mutex_);
-      throw device_error("kiln::vulkan: " + info_.label() + " is lost (" + lost_reason_ +
-                         "); this context accepts no new work: create a new context");
-    }
-  }
+  void ensure_alive() const;
 
   /// Runs f; a kiln::device_error from it leaves recorded or submitted work in an unknown
   /// state, so the context is marked lost before the error propagates.
@@ -623,226 +285,37 @@ class context_state {
     }
   }
 
-  allocation allocate_in(std::size_t bytes, std::uint32_t type) {
-    std::unique_lock lock(mutex_);
-    ensure_alive();
-    if (!deferred_.empty()) poll_locked();
-    try {
-      return count_memory(pool_->allocate(bytes, type));
-    } catch (const out_of_memory&) {
-      if (deferred_.empty()) throw;
-    }
-    std::uint64_t v = 0;
-    for (const auto& d : deferred_) v = std::max(v, d.first);
-    wait_locked(lock, v);
-    return count_memory(pool_->allocate(bytes, type));
-  }
+  allocation allocate_in(std::size_t bytes, std::uint32_t type);
 
   /// Profiling: the pool's size after an allocation, for the trace's counter track (lock held).
-  allocation count_memory(allocation a) {
-    if (profile.on.load(std::memory_order_relaxed)) [[unlikely]] {
-      const memory_stats m = pool_->stats();
-      profile.get()->counter("memory pool", "reserved", double(m.reserved), "in_use", double(m.in_use));
-    }
-    return a;
-  }
+  allocation count_memory(allocation a);
 
-  void submit_locked() {
-    if (timer_) [[unlikely]] {  // profiling: the submit on its thread's track, the batch's host time
-      profiler& p = *profile.get();
-      const std::uint64_t batch = seq_->recording_value();
-      const double t0 = p.now_us();
-      fatal_on_failure([&] { seq_->submit(); });
-      p.span("submit", t0, p.now_us());
-      timer_->submitted(batch, t0);
-    } else {
-      fatal_on_failure([&] { seq_->submit(); });
-    }
-    poll_locked();
-  }
+  void submit_locked();
 
-  void poll_locked() {
-    fatal_on_failure([&] { seq_->poll(); });
-    if (timer_ && timer_->pending()) [[unlikely]] fatal_on_failure([&] { timer_->collect(seq_->completed()); });
-    const std::uint64_t done = seq_->completed();
-    std::erase_if(deferred_, [&](const std::pair<std::uint64_t, allocation>& d) {
-      if (d.first > done) return false;
-      pool_->free(d.second);
-      return true;
-    });
-  }
+  void poll_locked();
 
   /// Waits for v with the lock released during the wait (other threads keep recording).
-  void wait_locked(std::unique_lock<std::mutex>& lock, std::uint64_t v) {
-    if (v <= seq_->completed()) return;
-    if (v > seq_->submitted()) submit_locked();
-    if (v > seq_->submitted()) return;  // nothing was recorded for it after all
-    profiler* p = profile.on.load(std::memory_order_relaxed) ? profile.get() : nullptr;
-    const double t0 = p ? p->now_us() : 0;
-    lock.unlock();
-    fatal_on_failure([&] { seq_->wait(v, &lost_); });
-    if (p) p->span("wait", t0, p->now_us());
-    lock.lock();
-    poll_locked();
-  }
+  void wait_locked(std::unique_lock<std::mutex>& lock, std::uint64_t v);
 
   /// A ring range of n bytes (lock held), waiting for the copies that last used it.
-  VkDeviceSize ring_reserve(std::unique_lock<std::mutex>& lock, std::size_t n) {
-    if (!ring_.alloc) {
-      lock.unlock();
-      allocation a = allocate_in(staging_size_, staging_type_);
-      lock.lock();
-      if (ring_.alloc) {  // another thread made it meanwhile
-        pool_->free(a);
-      } else {
-        ring_.alloc = a;
-      }
-    }
-    const VkDeviceSize align = pool_->alignment();
-    const VkDeviceSize size = (n + align - 1) / align * align;
-    if (ring_.head + size > ring_.alloc.size) ring_.head = 0;
-    const VkDeviceSize b = ring_.head, e = b + size;
-    std::uint64_t need = 0;
-    for (const auto& r : ring_.in_use) {
-      if (r.begin < e && b < r.end) need = std::max(need, r.value);
-    }
-    if (need > seq_->completed()) {
-      if (need > seq_->submitted()) submit_locked();
-      fatal_on_failure([&] { seq_->wait(need, &lost_); });  // the lock stays: the range is ours next
-      poll_locked();
-    }
-    std::erase_if(ring_.in_use, [&](const staging_ring::range& r) { return r.value <= seq_->completed(); });
-    ring_.head = e;
-    return b;
-  }
+  VkDeviceSize ring_reserve(std::unique_lock<std::mutex>& lock, std::size_t n);
 
   /// Marks ring bytes [at, at + n) busy until the batch that just recorded their copy
   /// completes (recorded first: recording may have submitted a full batch and opened the next).
-  void ring_commit(VkDeviceSize at, std::size_t n) {
-    const VkDeviceSize align = pool_->alignment();
-    ring_.in_use.push_back({at, at + (n + align - 1) / align * align, seq_->recording_value()});
-  }
+  void ring_commit(VkDeviceSize at, std::size_t n);
 
   /// Records a buffer copy; `to_tensor` says which side is the tracked tensor buffer.
   void record_copy(const allocation& src, VkDeviceSize src_offset, const allocation& dst, access_state& s,
-                   VkDeviceSize dst_offset, std::size_t bytes, bool to_tensor) {
-    fatal_on_failure([&] {
-      const buffer_access use{&s, to_tensor};
-      VkCommandBuffer cb = seq_->begin_command({&use, 1});
-      const VkBufferCopy c{src_offset, dst_offset, bytes};
-      vkCmdCopyBuffer(cb, src.buffer(), dst.buffer(), 1, &c);
-      seq_->count_transfer();
-    });
-  }
+                   VkDeviceSize dst_offset, std::size_t bytes, bool to_tensor);
 
   /// dispatch's recording (lock held): `params`, when set, is bound after the buffers.
   void record_dispatch(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
-                       const grid& groups, const allocation& params, access_state& params_state) {
-    ensure_alive();
-    const auto nb = static_cast<std::uint32_t>(buffers.size());
-    const std::uint32_t n = nb + (params ? 1 : 0);
-    std::vector<VkBufferView> views(nb, VK_NULL_HANDLE);
-    descriptor_counts counts;
-    for (std::uint32_t i = 0; i < nb; ++i) {
-      const auto& b = buffers[i];
-      const bool texel = i < 32 && (k.texel_bindings >> i) & 1u;
-      if (texel != b.texel || (texel && !pool_->texel_viewable(*b.alloc))) {
-        throw error("kiln::vulkan: kernel '" + std::string(k.name) + "' binding " + std::to_string(i) + " is " +
-                    (texel ? "a uniform texel buffer" : "a storage buffer") + "; given " +
-                    (b.texel ? "a range without a texel view" : "a storage buffer"));
-      }
-      if (texel) views[i] = pool_->texel_view(*b.alloc);
-      if (!texel && b.alloc->size > info_.max_storage_buffer_range) {
-        throw device_error("kiln::vulkan: kernel '" + std::string(k.name) + "' would bind " + std::to_string(b.alloc->size) +
-                           " bytes; " + info_.label() + " binds at most " + std::to_string(info_.max_storage_buffer_range) +
-                           " (maxStorageBufferRange)");
-      }
-      ++(texel ? counts.texel : counts.storage);
-    }
-    if (params) ++counts.storage;
-    const pipeline& p = kernels_->get(k);
-    std::vector<buffer_access> uses(n);
-    std::vector<VkDescriptorBufferInfo> infos(n);
-    std::vector<VkWriteDescriptorSet> writes(n);
-    for (std::uint32_t i = 0; i < nb; ++i) {
-      uses[i] = {buffers[i].state, buffers[i].write};
-      infos[i] = {buffers[i].alloc->buffer(), buffers[i].alloc->offset, buffers[i].alloc->size};
-    }
-    if (params) {
-      uses[nb] = {&params_state, false};
-      infos[nb] = {params.buffer(), params.offset, params.size};
-    }
-    fatal_on_failure([&] {
-      VkCommandBuffer cb = seq_->begin_command(uses);
-      // Within a batch, a dispatch of the same kernel on the same buffers as the last one
-      // (a loop, a chain of fills) reuses its pipeline and descriptor bindings: less to
-      // record, and less for the driver to execute.
-      const std::uint64_t batch = seq_->recording_value();
-      const bool same_batch = bound_.batch == batch;
-      bool same_set = same_batch && bound_.set_layout == p.set_layout && bound_.infos.size() == n;
-      for (std::uint32_t i = 0; same_set && i < n; ++i) {
-        same_set = bound_.infos[i].buffer == infos[i].buffer && bound_.infos[i].offset == infos[i].offset &&
-                   bound_.infos[i].range == infos[i].range;
-      }
-      if (!same_batch || bound_.pipeline != p.handle) {
-        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.handle);
-      }
-      if (!same_set) {
-        bound_.batch = 0;  // until the new set is bound
-        VkDescriptorSet set = seq_->allocate_set(p.set_layout, counts);
-        for (std::uint32_t i = 0; i < n; ++i) {
-          writes[i] = VkWriteDescriptorSet{};
-          writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-          writes[i].dstSet = set;
-          writes[i].dstBinding = i;
-          writes[i].descriptorCount = 1;
-          if (i < nb && buffers[i].texel) {
-            writes[i].descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
-            writes[i].pTexelBufferView = &views[i];
-          } else {
-            writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-            writes[i].pBufferInfo = &infos[i];
-          }
-        }
-        vkUpdateDescriptorSets(device_.dev, n, writes.data(), 0, nullptr);
-        if (n) vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
-        bound_.set_layout = p.set_layout;
-        bound_.infos = std::move(infos);
-      }
-      bound_.batch = batch;
-      bound_.pipeline = p.handle;
-      if (!params && !push.empty()) {
-        vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push.size()), push.data());
-      }
-      gpu_timer* timer = profile.on.load(std::memory_order_relaxed) ? profiled_dispatch(k, cb, batch) : nullptr;
-      vkCmdDispatch(cb, groups.count[0], groups.count[1], groups.count[2]);
-      if (timer) timer->after(cb);
-      seq_->count_dispatch();
-    });
-  }
+                       const grid& groups, const allocation& params, access_state& params_state);
 
   /// Profiling (lock held): the timestamp before a dispatch of k into cb (batch `batch`),
   /// attributed to the statement this thread is running (or, outside one, to a record of
   /// its own). Returns the timer, whose after() follows the dispatch.
-  [[gnu::noinline]] gpu_timer* profiled_dispatch(const kernel_spec& k, VkCommandBuffer cb, std::uint64_t batch) {
-    profiler* p = profile.get();
-    if (!p) return nullptr;
-    if (!timer_) timer_ = std::make_unique<gpu_timer>(device_.dev, info_, *p);
-    profiler::handle h;
-    if (current_profile_statement.prof == p) {
-      h = current_profile_statement.record;
-    } else {
-      profile_record r;
-      r.name = std::string(k.name);
-      r.variant = "dispatch";
-      r.start_us = p->now_us();
-      h = p->begin(std::move(r));
-    }
-    p->count_dispatch(h);
-    if (!h.time_gpu) return nullptr;  // sampling: a call the timer skips
-    timer_->before(cb, batch, h);
-    return timer_.get();
-  }
+  gpu_timer* profiled_dispatch(const kernel_spec& k, VkCommandBuffer cb, std::uint64_t batch);
 
   /// What the batch being recorded last bound (see dispatch).
   struct bound_state {
@@ -884,10 +357,10 @@ class context_state {
 /// while the GPU may still use it, the range returns to the pool after that work.
 class storage {
  public:
-  storage(std::shared_ptr<context_state> c, std::size_t bytes) : ctx(std::move(c)), bytes_(bytes), alloc_(ctx->allocate(bytes)) {}
+  storage(std::shared_ptr<context_state> c, std::size_t bytes);
   storage(const storage&) = delete;
   storage& operator=(const storage&) = delete;
-  ~storage() { ctx->release(alloc_, access_); }
+  ~storage();
 
   std::size_t bytes() const noexcept { return bytes_; }
   /// Host pointer to the bytes on zero-copy contexts, else nullptr. Reading or writing it
@@ -906,3 +379,7 @@ class storage {
 };
 
 }  // namespace kiln::detail::vk
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/impl/context.ipp"
+#endif
