@@ -72,6 +72,8 @@ if(MODE STREQUAL "find_package")
 elseif(MODE STREQUAL "build_tree")
   step("configure kiln" "${CMAKE_COMMAND}" -S "${KILN_SOURCE_DIR}" -B "${WORK_DIR}/kiln-build" ${common_args}
        -DKILN_INSTALL=ON -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCHMARKS=OFF -DKILN_BUILD_EXAMPLES=OFF)
+  # the exported targets name the build tree's kiln::runtime library: build it first
+  step("build kiln" "${CMAKE_COMMAND}" --build "${WORK_DIR}/kiln-build" --config "${BUILD_TYPE}" -j2)
   list(APPEND consumer_args "-Dkiln_DIR=${WORK_DIR}/kiln-build" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
        -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
 elseif(MODE STREQUAL "add_subdirectory")
