@@ -36,8 +36,8 @@ kernel_args make_args(const iteration_layout<L>& lay, const index_t (&offsets)[L
   a.elements = static_cast<std::uint64_t>(total);
   auto word = [&](index_t v, const char* what) {
     if (v < INT32_MIN || v > index_t(UINT32_MAX)) {
-      throw shape_error(std::string("kiln::vulkan: ") + what + " " + std::to_string(v) +
-                        " does not fit the 32-bit indexing of generated kernels");
+      throw_index_limit(std::string("kiln::vulkan: ") + what + " " + std::to_string(v), index_limit::value,
+                        "generated kernels");
     }
     a.push.push_back(static_cast<std::uint32_t>(v));
   };

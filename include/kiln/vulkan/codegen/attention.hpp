@@ -200,8 +200,7 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
   }
   if (outputs > UINT32_MAX || std::uint64_t(s.input_shape.numel()) > UINT32_MAX ||
       (c.kind == attention_kind::split && rows * c.splits * std::uint64_t(d.Dv + 2) > UINT32_MAX)) {
-    throw shape_error(what + ": more than 2^32 - 1 elements, past the 32-bit indexing of the Vulkan attention "
-                             "kernels; split the batch");
+    throw_index_limit(what, index_limit::elements, "the Vulkan attention kernels", "the batch");
   }
 
   const auto in_lay = make_input_layout(s.input_shape, s.arg);
@@ -254,7 +253,7 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
   const std::uint64_t qblocks = flashy ? ceil_div(std::uint64_t(d.Sq), c.bq()) : 1;
   const std::uint64_t tasks =
       flashy ? std::uint64_t(d.B) * std::uint64_t(d.Hq) * qblocks : rows * c.splits;
-  if (tasks > UINT32_MAX) throw shape_error(what + ": more workgroups than 32-bit task numbers name; split the batch");
+  if (tasks > UINT32_MAX) throw_index_limit(what, index_limit::workgroups, {}, "the batch");
 
   // parameters: members, the input's, k's / v's / mask's (param_members), the output's, scalars
   std::vector<std::uint32_t>& w = kn.push;
@@ -271,20 +270,16 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
   w.push_back(std::bit_cast<std::uint32_t>(s.op.scale));
   w.push_back(std::bit_cast<std::uint32_t>(s.op.softcap));
   input_words<LI>(w, ops.in, in_lay, a.base.in);
-  const auto sword = [&](index_t v) {
-    if (v < INT32_MIN || v > INT32_MAX) word(w, index_t(UINT32_MAX) + 1, "stride");
-    w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(v)));
-  };
   const auto strided4 = [&](const auto& t) {  // k, v: rank 4
     word(w, t.offset(), "element offset");
-    for (int i = 0; i < 4; ++i) sword(t.shape()[i] == 1 ? 0 : t.strides()[i]);
+    for (int i = 0; i < 4; ++i) signed_word(w, t.shape()[i] == 1 ? 0 : t.strides()[i], "stride");
   };
   strided4(std::get<0>(s.params).t);
   strided4(std::get<1>(s.params).t);
   if constexpr (S::op_type::has_mask) {
     const auto& m = std::get<2>(s.params).t;
     word(w, m.offset(), "element offset");
-    for (index_t st : attention_mask_strides(m)) sword(st);
+    for (index_t st : attention_mask_strides(m)) signed_word(w, st, "stride");
   }
   [[maybe_unused]] const std::size_t scalars = output_words<LO>(w, ops.out, out_lay, a.base.out, n, s);
   a.base.params_buffer = max_push_bytes && w.size() * 4 > max_push_bytes;
@@ -305,7 +300,7 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
     kn.first = &cached_attention_source<T>(n, s, a, decode_glsl);
     a.phase = 2;
     kn.second = &cached_attention_source<T>(n, s, a, merge_glsl);
-    kn.second_wg = gemm_detail::pow2_at_most(std::min<std::uint32_t>({64u, dev.max_invocations, dev.max_wg_x}));
+    kn.second_wg = pow2_floor(std::min<std::uint32_t>({64u, dev.max_invocations, dev.max_wg_x}));
     kn.second_constants = {kn.second_wg};
     kn.second_tasks = ceil_div(outputs, kn.second_wg);
     kn.partials = rows * c.splits * std::uint64_t(d.Dv + 2);

@@ -67,8 +67,6 @@ struct gemm_choice {
 
 namespace gemm_detail {
 
-KILN_DECL std::uint32_t pow2_at_most(std::uint32_t v);
-
 KILN_DECL std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b);
 
 /// Split-K's chunk of K (a whole number of bk) for about `want` chunks.
@@ -192,8 +190,7 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
   const std::uint64_t a_positions = std::uint64_t(s.input_shape.numel());
   if (outputs > UINT32_MAX || a_positions > UINT32_MAX ||
       (c.kind == gemm_kind::splitk && outputs * c.splits > UINT32_MAX)) {
-    throw shape_error(what + ": more than 2^32 - 1 elements, past the 32-bit indexing of the Vulkan matmul kernels; "
-                             "split the batch");
+    throw_index_limit(what, index_limit::elements, "the Vulkan matmul kernels", "the batch");
   }
   index_t bsk = 0, bsn = 0;
   gemm_b_strides(b, d, bsk, bsn);
@@ -281,7 +278,7 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
     kchunks = c.splits;
   }
   const std::uint64_t tasks = std::uint64_t(d.batches()) * kchunks * tiles_m * tiles_n;
-  if (tasks > UINT32_MAX) throw shape_error(what + ": more workgroups than 32-bit task numbers name; split the batch");
+  if (tasks > UINT32_MAX) throw_index_limit(what, index_limit::workgroups, {}, "the batch");
 
   // parameters: members, the input's, b's (param_members), the output's and the scalars
   std::vector<std::uint32_t>& w = kn.push;
@@ -293,19 +290,15 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
   word(w, index_t(kchunks), "K chunk count");
   word(w, index_t(tiles_m), "tile rows");
   word(w, index_t(tiles_n), "tile columns");
-  const auto sword = [&](index_t v, const char* what_) {
-    if (v < INT32_MIN || v > INT32_MAX) word(w, index_t(UINT32_MAX) + 1, what_);
-    w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(v)));
-  };
   for (const bdim& x : bd) {
     word(w, x.extent, "batch extent");
     word(w, x.a, "batch stride");
-    sword(x.b, "stride");
+    signed_word(w, x.b, "stride");
   }
   input_words<LI>(w, ops.in, in_lay, g.base.in);
   word(w, b.offset(), "element offset");
-  sword(bsk, "stride");
-  sword(bsn, "stride");
+  signed_word(w, bsk, "stride");
+  signed_word(w, bsn, "stride");
   [[maybe_unused]] const std::size_t scalars = output_words<LO>(w, ops.out, out_lay, g.base.out, n, s);
   g.base.params_buffer = max_push_bytes && w.size() * 4 > max_push_bytes;
 
@@ -320,7 +313,7 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
     kn.first = &cached_gemm_source<T>(n, s, g, tmpl);
     g.phase = 2;
     kn.second = &cached_gemm_source<T>(n, s, g, merge_glsl);
-    kn.second_wg = gemm_detail::pow2_at_most(std::min<std::uint32_t>({256u, dev.max_invocations, dev.max_wg_x}));
+    kn.second_wg = pow2_floor(std::min<std::uint32_t>({256u, dev.max_invocations, dev.max_wg_x}));
     kn.second_constants = {kn.second_wg};
     kn.second_tasks = ceil_div(outputs, kn.second_wg);
     kn.partials = outputs * kchunks;

@@ -5,10 +5,11 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>  // std::popcount
+#include <bit>  // std::popcount, std::bit_floor
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/core/dtype.hpp"
@@ -48,6 +49,35 @@ struct kernel_plan {
 
 /// Bindings a texel_bindings mask can name (kernel_spec carries it as 32 bits).
 inline constexpr std::uint32_t max_texel_binding = 32;
+
+/// The largest power of two not above v (1 for v = 0, at most 2^31): the workgroup
+/// sizes, tiles and line caches every kernel family halves from a device's limit.
+constexpr std::uint32_t pow2_floor(std::uint64_t v) {
+  return static_cast<std::uint32_t>(std::bit_floor(std::clamp<std::uint64_t>(v, 1, std::uint64_t(1) << 31)));
+}
+
+/// What passes the 32 bits generated kernels index with (throw_index_limit).
+enum class index_limit : std::uint8_t {
+  value,       // one parameter word: an offset, extent, stride or count
+  elements,    // more than 2^32 - 1 elements of an operand or of the result
+  positions,   // more than 2^32 - 1 positions (invocations) of a kernel
+  workgroups,  // more workgroups than 32-bit task numbers name
+};
+
+/// The message for a statement past the 32-bit indexing of Vulkan kernels, in one
+/// wording for every family: `subject` names the op and its operands (value: the
+/// parameter and its value), `kernels` the kernels whose limit it is (not for
+/// workgroups), `split` what to split (empty: no advice), e.g.
+///   "kiln::matmul: a is ..., b is ...: more than 2^32 - 1 elements, past the 32-bit
+///    indexing of the Vulkan matmul kernels; split the batch"
+///   "kiln::vulkan: element offset 4294967296 does not fit the 32-bit indexing of
+///    structural kernels"
+KILN_DECL std::string index_limit_message(std::string_view subject, index_limit limit, std::string_view kernels,
+                                          std::string_view split = {});
+
+/// Throws kiln::shape_error(index_limit_message(...)).
+[[noreturn]] KILN_DECL void throw_index_limit(std::string_view subject, index_limit limit, std::string_view kernels,
+                                              std::string_view split = {});
 
 /// Elements one step of a kernel of `plan` handles: 8 (wide), 4 (vec4) or 1.
 KILN_DECL unsigned step_width(const kernel_plan& plan);

@@ -142,8 +142,6 @@ struct quant_choice {
 
 namespace quant_detail {
 
-KILN_DECL std::uint32_t pow2_at_most(std::uint32_t v);
-
 /// The tiled product's sizes for M rows of x, K weights a row and codes of `bits` bits on
 /// dev, or false where no tile fits the device (then the matvec kernel runs). GPUs: tiles
 /// of 64 rows by 64 columns, 4 x 4 outputs an invocation (256 invocations); CPU devices:
@@ -284,11 +282,10 @@ quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const quant_
   }
   const std::uint64_t inputs = std::uint64_t(s.input_shape.numel());
   if (outputs > UINT32_MAX || inputs > UINT32_MAX || std::uint64_t(l.N) * std::uint64_t(l.words) > UINT32_MAX) {
-    throw shape_error(what + ": more than 2^32 - 1 elements, past the 32-bit indexing of the Vulkan quant kernels; "
-                             "split the tensor");
+    throw_index_limit(what, index_limit::elements, "the Vulkan quant kernels", "the tensor");
   }
   const std::uint64_t tasks = (threads + c.wg - 1) / c.wg;
-  if (tasks > UINT32_MAX) throw shape_error(what + ": more workgroups than 32-bit task numbers name; split the tensor");
+  if (tasks > UINT32_MAX) throw_index_limit(what, index_limit::workgroups, {}, "the tensor");
 
   const auto in_lay = make_input_layout(s.input_shape, s.arg);
   const auto out_lay = make_layout(out, n);

@@ -223,8 +223,6 @@ struct structural_kernel {
 
 namespace structural_detail {
 
-KILN_DECL std::uint32_t pow2_floor(std::uint64_t v);
-
 template <std::size_t L>
 access classify(const iteration_layout<L>& lay, std::size_t o) {
   if (o > 0 && lay.constant(o)) return access::constant;
@@ -276,7 +274,13 @@ void fill_plan(kernel_plan& kp, const iteration_layout<L>& lay, const operand_fa
   }
 }
 
+/// Appends v as a parameter word (unsigned, or a negative int32); throws kiln::shape_error
+/// (throw_index_limit) where it does not fit.
 KILN_DECL void word(std::vector<std::uint32_t>& w, index_t v, const char* what);
+
+/// Appends v as a signed parameter word (a stride, an int in GLSL); throws
+/// kiln::shape_error (throw_index_limit) outside int32.
+KILN_DECL void signed_word(std::vector<std::uint32_t>& w, index_t v, const char* what);
 
 template <std::size_t L>
 void layout_words(std::vector<std::uint32_t>& w, const iteration_layout<L>& lay, const kernel_plan& kp, std::size_t from) {
@@ -286,10 +290,7 @@ void layout_words(std::vector<std::uint32_t>& w, const iteration_layout<L>& lay,
   for (int d = 0; d < lay.rank; ++d) word(w, lay.extent[d], "extent");
   for (std::size_t o = from; o <= L; ++o) {
     if (kp.operands[o].how != access::strided) continue;
-    for (int d = 0; d < lay.rank; ++d) {
-      if (lay.stride[o][d] < INT32_MIN || lay.stride[o][d] > INT32_MAX) word(w, index_t(UINT32_MAX) + 1, "stride");
-      w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(lay.stride[o][d])));
-    }
+    for (int d = 0; d < lay.rank; ++d) signed_word(w, lay.stride[o][d], "stride");
   }
 }
 
@@ -490,8 +491,8 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
   }
   const index_t inputs = sp.outer * sp.extent * sp.inner;
   if (inputs > index_t(UINT32_MAX) || outputs > index_t(UINT32_MAX)) {
-    throw shape_error("kiln::" + std::string(S::op_type::name) + " on vulkan: " + s.arg.describe() +
-                      " has more than 2^32 - 1 elements, past the 32-bit indexing of its kernels; split the tensor");
+    throw_index_limit("kiln::" + std::string(S::op_type::name) + " on vulkan: " + s.arg.describe(), index_limit::elements,
+                      "its kernels", "the tensor");
   }
   const auto in_lay = make_input_layout(s.input_shape, s.arg, perm);
   const auto out_lay = row_op ? make_layout(out, n, perm) : make_layout(out, n);
@@ -557,8 +558,8 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
     }
   }
   if (sp.outer * chunks > index_t(UINT32_MAX)) {
-    throw shape_error("kiln::" + std::string(S::op_type::name) + " on vulkan: " + s.arg.describe() +
-                      " needs more workgroups than 32-bit task numbers name; split the tensor");
+    throw_index_limit("kiln::" + std::string(S::op_type::name) + " on vulkan: " + s.arg.describe(),
+                      index_limit::workgroups, {}, "the tensor");
   }
 
   // parameters (structural_param_block's order)

@@ -21,6 +21,7 @@
 #include "kiln/detail/config.hpp"
 #include "kiln/expr/assign.hpp"  // broadcast_strides
 #include "kiln/expr/layout.hpp"  // collapse_dims
+#include "kiln/vulkan/codegen/plan.hpp"  // index_limit_message
 #include "kiln/vulkan/context.hpp"
 #include "kiln/vulkan/kernels_embedded.hpp"
 
@@ -60,8 +61,9 @@ void check_32bit(const iteration_layout<L>& c, const index_t (&offset)[L + 1], i
     ok = ok && hi <= lim && offset[o] >= 0;
   }
   if (!ok) {
-    throw device_error(std::string("kiln::vulkan: ") + op + ": " + std::to_string(count) +
-                       " elements or offsets beyond 2^32 are not supported by the Vulkan kernels; split the tensor");
+    throw device_error(index_limit_message(std::string("kiln::vulkan: ") + op + " of " + std::to_string(count) +
+                                               " elements at their offsets",
+                                           index_limit::value, "the Vulkan kernels", "the tensor"));
   }
 }
 

@@ -54,7 +54,6 @@ KILN_DECL bool attention_slices_fit(const gemm_device& dev) {
 KILN_DECL attention_choice select_attention(const attention_dims& d, const gemm_device& dev, std::string_view forced,
                                             const std::string& what) {
   using gemm_detail::ceil_div;
-  using gemm_detail::pow2_at_most;
   const std::uint32_t max_wg = std::min(dev.max_invocations, dev.max_wg_x);
   attention_choice c;
   // "flash_slices:LxBKV" also fixes flash_slices' invocations a row and keys a tile (tuning)
@@ -125,7 +124,7 @@ KILN_DECL attention_choice select_attention(const attention_dims& d, const gemm_
     // warps), else 32 (fewer barriers a key). On an H200 (B1 S2048 D128 causal f32):
     // H 32 (1024 tasks) 2x16 2.47 ms, 2x32 2.85, 4x32 3.45, 8x32 3.73, 1x32 5.1 (spilled);
     // H 4 (128 tasks) 2x32 0.76 ms, 2x16 1.05, 4x32 0.85.
-    const std::uint32_t most = std::min<std::uint32_t>(8, pow2_at_most(dev.subgroup));
+    const std::uint32_t most = std::min<std::uint32_t>(8, pow2_floor(dev.subgroup));
     for (c.lanes = 1; c.lanes < most && std::max(slice_vec4s(d.D, c.lanes), slice_vec4s(d.Dv, c.lanes)) > 16;) c.lanes *= 2;
     const std::uint64_t tasks = std::uint64_t(d.B) * std::uint64_t(d.Hq) * ceil_div(std::uint64_t(std::max<index_t>(d.Sq, 1)), c.bq());
     for (c.bkv = tasks >= 512 ? 16 : 32; c.bkv >= 4; c.bkv /= 2)
@@ -134,7 +133,7 @@ KILN_DECL attention_choice select_attention(const attention_dims& d, const gemm_
     return fail("flash_slices");
   }
   if (c.kind == attention_kind::flash) {
-    c.wg = std::min<std::uint32_t>(dev.cpu ? 8 : 64, pow2_at_most(max_wg));
+    c.wg = std::min<std::uint32_t>(dev.cpu ? 8 : 64, pow2_floor(max_wg));
     c.rq = dev.cpu ? 4 : 1;
     // registers: at most 256 vec4s of q and accumulators per invocation (D = Dv = 128 x 4 rows)
     const std::uint64_t vecs = std::uint64_t((d.D + 3) / 4 + (d.Dv + 3) / 4);
@@ -146,7 +145,7 @@ KILN_DECL attention_choice select_attention(const attention_dims& d, const gemm_
     c.bkv = 4;
     return fail("flash");
   }
-  c.wg = std::min<std::uint32_t>(64, pow2_at_most(max_wg));
+  c.wg = std::min<std::uint32_t>(64, pow2_floor(max_wg));
   if (c.shared_bytes(d.D, d.Dv) > dev.shared_bytes) return fail("decode");
   const std::uint64_t rows = std::uint64_t(d.B) * std::uint64_t(d.Hq) * std::uint64_t(std::max<index_t>(d.Sq, 1));
   const std::uint64_t keys = std::uint64_t(std::max<index_t>(d.Skv, 1));

@@ -40,12 +40,6 @@ KILN_DECL std::string gemm_choice::name() const {
 
 namespace gemm_detail {
 
-KILN_DECL std::uint32_t pow2_at_most(std::uint32_t v) {
-  std::uint32_t p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
-}
-
 KILN_DECL std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
 
 KILN_DECL std::uint64_t splitk_chunk(index_t K, std::uint64_t want, std::uint32_t bk) {
@@ -136,7 +130,7 @@ KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn
   c.kind = kind;
   c.mr = static_cast<std::uint32_t>(std::clamp<index_t>(d.M, 1, 4));
   c.columns = bsk != 1 && bsn == 1 && d.N > 1;
-  for (std::uint32_t wg = pow2_at_most(std::min<std::uint32_t>(max_wg, c.columns ? 256 : 128)); wg >= 1; wg /= 2) {
+  for (std::uint32_t wg = pow2_floor(std::min<std::uint32_t>(max_wg, c.columns ? 256 : 128)); wg >= 1; wg /= 2) {
     c.wg = wg;
     c.nr = 4;
     c.gx = std::min<std::uint32_t>(wg, 64);

@@ -69,12 +69,6 @@ KILN_DECL std::string quant_choice::name() const {
 
 namespace quant_detail {
 
-KILN_DECL std::uint32_t pow2_at_most(std::uint32_t v) {
-  std::uint32_t p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
-}
-
 KILN_DECL bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits, const quant_device& dev) {
   c.tm = c.tn = dev.cpu ? 8 : 4;
   c.bn = dev.cpu ? 128 : 64;
@@ -116,7 +110,7 @@ KILN_DECL quant_choice select_quant(quant_kind kind, index_t K, const quant_devi
     t.qf = d.cpu && !t.dot;
     if (quant_detail::tiled_quant_sizes(t, M, K, bits, d)) return t;
   }
-  c.wg = quant_detail::pow2_at_most(std::clamp<std::uint32_t>(dev.max_invocations, 1, kind == quant_kind::matvec ? 64 : 128));
+  c.wg = pow2_floor(std::clamp<std::uint32_t>(dev.max_invocations, 1, kind == quant_kind::matvec ? 64 : 128));
   if (kind != quant_kind::matvec) return c;
   // x's row as int8: all of it when it fits, else the largest whole number of 128-weight
   // blocks that does (the kernel then walks K in segments, re-reading x per segment).

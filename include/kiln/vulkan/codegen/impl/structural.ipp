@@ -473,12 +473,6 @@ KILN_DECL structural_source assemble_structural(const structural_plan& sp, const
 
 namespace structural_detail {
 
-KILN_DECL std::uint32_t pow2_floor(std::uint64_t v) {
-  std::uint32_t p = 1;
-  while (std::uint64_t(p) * 2 <= v && p < (1u << 30)) p *= 2;
-  return p;
-}
-
 KILN_DECL std::uint32_t binder::operator()(const void* st) {
   for (std::size_t b = 0; b < storages.size(); ++b)
     if (storages[b] == st) return static_cast<std::uint32_t>(b);
@@ -488,10 +482,18 @@ KILN_DECL std::uint32_t binder::operator()(const void* st) {
 
 KILN_DECL void word(std::vector<std::uint32_t>& w, index_t v, const char* what) {
   if (v < INT32_MIN || v > index_t(UINT32_MAX)) {
-    throw shape_error(std::string("kiln::vulkan: ") + what + " " + std::to_string(v) +
-                      " does not fit the 32-bit indexing of structural kernels");
+    throw_index_limit(std::string("kiln::vulkan: ") + what + " " + std::to_string(v), index_limit::value,
+                      "structural kernels");
   }
   w.push_back(static_cast<std::uint32_t>(v));
+}
+
+KILN_DECL void signed_word(std::vector<std::uint32_t>& w, index_t v, const char* what) {
+  if (v < INT32_MIN || v > INT32_MAX) {
+    throw_index_limit(std::string("kiln::vulkan: ") + what + " " + std::to_string(v), index_limit::value,
+                      "structural kernels");
+  }
+  w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(v)));
 }
 
 }  // namespace structural_detail
