@@ -31,9 +31,9 @@
 
 namespace kiln::detail::vk {
 
-/// out = n for a planned tree holding one structural node (expr/plan.hpp): one kernel of
-/// the op's family with n's prologue and epilogue spliced in (vulkan/ops/structural.hpp
-/// routes by family: reduce.hpp, gemm.hpp).
+/// out = n for a planned tree holding one structural node (expr/plan.hpp): the kernel of
+/// its op with n's prologue and epilogue spliced in (vulkan/ops/structural.hpp: the op's
+/// vk_structural_kernel, specialised in its family's header).
 template <class T, class B, class N>
 void record_structural_kernel(const tensor<T, B>& out, const N& n);
 

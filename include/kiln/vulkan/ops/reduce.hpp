@@ -5,7 +5,8 @@
 // dispatches for lines of 64Ki elements and more: partial statistics per chunk of a line
 // into a small temporary, then a dispatch that merges them and writes. Either way each
 // input element is read at most twice and each output written once.
-// ctx.kernels_launched() counts dispatches: a split statement counts 2.
+// ctx.kernels_launched() counts dispatches: a split statement counts 2. vk_reduce_kernel
+// is the families' vk_structural_kernel (ops/structural.hpp).
 // Variants from the device: workgroup size (a power of two up to 256), subgroup shuffles
 // where compute shaders have them (subgroup "shuffle"), and a line cache in shared memory
 // for row ops (the line is read from memory once) sized from maxComputeSharedMemorySize.
@@ -32,47 +33,50 @@
 #include "kiln/vulkan/context.hpp"
 #include "kiln/vulkan/kernels_embedded.hpp"
 #include "kiln/vulkan/ops/copy.hpp"
+#include "kiln/vulkan/ops/structural.hpp"
 
 namespace kiln::detail::vk {
 
 /// What ctx's device lets a structural kernel use.
 KILN_DECL structural_options structural_options_for(const context_state& ctx);
 
-/// Records the dispatch(es) of a planned structural kernel.
-KILN_DECL void record_structural(context_state& ctx, const structural_kernel& kn, const storage& os,
-                                 std::span<const storage* const> by_binding);
-
-/// out = n for a planned tree whose structural node is of the reduce or row family.
-template <class T, class B, class N>
-void record_reduce_kernel(const tensor<T, B>& out, const N& n) {
-  context_state& ctx = *out.storage()->ctx;
-  require_storage_width<T>(ctx);
-  const auto& s = find_structural(n);
-  std::vector<const storage*> stores;  // in binding order: output, epilogue, prologue, params
-  auto add = [&](const storage* st) {
-    if (std::find(stores.begin(), stores.end(), st) == stores.end()) stores.push_back(st);
-  };
-  add(out.storage().get());
-  auto tensor_operand = [&](const auto& t) {
-    same_context(out, *t.storage(), "evaluate");
-    require_storage_width<typename std::remove_cvref_t<decltype(t)>::value_type>(ctx);
-    add(t.storage().get());
-  };
-  for_each_leaf(n, [&](const auto& op) {
-    if constexpr (is_tensor<std::remove_cvref_t<decltype(op)>>::value) tensor_operand(op);
-  });
-  for_each_leaf(s.arg, tensor_operand);
-  std::apply([&](const auto&... q) { (tensor_operand(q.t), ...); }, s.params);
-  structural_options opt = structural_options_for(ctx);
-  auto viewable = [&](const auto& t) { opt.texel_reads = opt.texel_reads && ctx.texel_viewable(t.storage()->alloc()); };
-  for_each_leaf(s.arg, viewable);
-  std::apply([&](const auto&... q) { (viewable(q.t), ...); }, s.params);
-  const structural_kernel kn = make_structural_kernel(out, n, opt, kernels::reduce_ops,
-                                                      kernels::reduce_rows, kernels::reduce_columns);
-  if (kn.empty) return;
-  KILN_ASSERT(stores.size() == kn.first->plan.bindings);
-  record_structural(ctx, kn, *out.storage(), stores);
+/// Records the dispatch(es) of a planned structural kernel (ops/position.hpp's path).
+inline void record_structural(context_state& ctx, const structural_kernel& kn, const storage& os,
+                              std::span<const storage* const> by_binding) {
+  record_planned(ctx, planned({by_binding.begin(), by_binding.end()}, kn), os);
 }
+
+/// The kernel of the reduce and row families (vk_structural_kernel, ops/structural.hpp).
+struct vk_reduce_kernel {
+  /// "vulkan.<op>.rows", ".columns" or ".rows split" (2 dispatches).
+  template <class S>
+  static std::string variant(const S& s) {
+    const context_state* ctx = node_context(s);
+    return structural_walk_of(s, ctx ? structural_options_for(*ctx) : structural_options{}).name(S::op_type::name);
+  }
+
+  template <class T, class B, class N>
+  static planned_kernel plan(const tensor<T, B>& out, const N& n) {
+    const context_state& ctx = *out.storage()->ctx;
+    const auto& s = find_structural(n);
+    std::vector<const storage*> operands = collect_operands(out, n, "evaluate");
+    structural_options opt = structural_options_for(ctx);
+    auto viewable = [&](const auto& t) { opt.texel_reads = opt.texel_reads && ctx.texel_viewable(t.storage()->alloc()); };
+    for_each_leaf(s.arg, viewable);
+    std::apply([&](const auto&... q) { (viewable(q.t), ...); }, s.params);
+    return planned(std::move(operands), make_structural_kernel(out, n, opt, kernels::reduce_ops, kernels::reduce_rows,
+                                                               kernels::reduce_columns));
+  }
+};
+
+template <class R>
+struct vk_structural_kernel<reduce_op<R>> : vk_reduce_kernel {};
+template <bool Largest>
+struct vk_structural_kernel<arg_extreme_op<Largest>> : vk_reduce_kernel {};
+template <bool Log>
+struct vk_structural_kernel<softmax_op<Log>> : vk_reduce_kernel {};
+template <bool Root>
+struct vk_structural_kernel<norm_op<Root>> : vk_reduce_kernel {};
 
 }  // namespace kiln::detail::vk
 

@@ -27,32 +27,4 @@ KILN_DECL structural_options structural_options_for(const context_state& ctx) {
   return o;
 }
 
-KILN_DECL void record_structural(context_state& ctx, const structural_kernel& kn, const storage& os,
-                                 std::span<const storage* const> by_binding) {
-  const structural_plan& plan = kn.first->plan;
-  const std::uint32_t nb = plan.bindings + (kn.second ? 1u : 0u);
-  std::vector<context_state::binding> b(nb);
-  for (std::uint32_t i = 0; i < plan.bindings; ++i) {
-    const storage* st = by_binding[i];
-    b[i] = {&st->alloc(), &st->access(), st == &os, i < 32 && (plan.texel_bindings >> i) & 1u};
-  }
-  std::shared_ptr<storage> partials;
-  if (kn.second) {
-    partials = std::make_shared<storage>(os.ctx, static_cast<std::size_t>(kn.partials) * 16);
-    b[plan.bindings] = {&partials->alloc(), &partials->access(), true};
-  }
-  const auto bytes = static_cast<std::uint32_t>(kn.push.size() * sizeof(std::uint32_t));
-  auto spec = [&](const structural_source& src) {
-    return kernel_spec{src.name, src.glsl, {}, nb, plan.params_buffer ? 0 : bytes, src.expression, plan.texel_bindings,
-                       plan.params_buffer ? bytes : 0, src.plan.wg};
-  };
-  const auto push = std::as_bytes(std::span(kn.push));
-  ctx.dispatch(spec(*kn.first), b, push, ctx.grid_for(kn.first_tasks));
-  if (kn.second) {
-    b[plan.bindings].write = false;
-    ctx.dispatch(spec(*kn.second), b, push, ctx.grid_for(kn.second_tasks));
-  }
-  // partials: freed when the last dispatch reading them completes (storage's deferred free)
-}
-
 }  // namespace kiln::detail::vk
