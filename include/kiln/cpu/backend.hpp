@@ -27,6 +27,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/profiler.hpp"
 #include "kiln/cpu/scheduler.hpp"
+#include "kiln/detail/constant_cache.hpp"
 #include "kiln/detail/env.hpp"
 
 
@@ -65,6 +66,11 @@ struct cpu_state {
     }
   }
   void count_free(std::size_t bytes) noexcept { bytes_in_use.fetch_sub(bytes, std::memory_order_relaxed); }
+
+  // Constants the ops keep per context (kiln::rope's frequencies). Last, so destroyed
+  // first: its tensors do not own this state, and their storage reports its free to
+  // the counters above.
+  constant_cache constants;
 };
 
 /// One host allocation: 64-byte-aligned; from huge_page_bytes up (when the context allows

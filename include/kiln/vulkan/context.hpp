@@ -2,6 +2,8 @@
 // its tensors) and a tensor's storage. Every public member locks the context's mutex, so
 // a context may be used from several threads; waits on the GPU happen outside the lock.
 // A storage destroyed while the GPU may still use it is freed once that work completes.
+// Checks a kernel makes on its data (kiln::embedding's ids) are reported at the next
+// synchronisation that covers the kernel, never by a wait while recording.
 #pragma once
 
 #if !defined(KILN_VULKAN_UMBRELLA)
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -26,6 +29,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/profiler.hpp"
 #include "kiln/detail/config.hpp"
+#include "kiln/detail/constant_cache.hpp"
 #include "kiln/vulkan/device.hpp"
 #include "kiln/vulkan/memory.hpp"
 #include "kiln/vulkan/profiler.hpp"
@@ -104,6 +108,9 @@ class context_state {
   /// KILN_PROFILE / options::profile (core/profiler.hpp). Declared before the members
   /// that feed it, so it outlives them and writes a KILN_TRACE file last.
   profile_slot profile;
+  /// Constants the ops keep on this device (kiln::rope's frequencies; detail/constant_cache.hpp).
+  /// Its tensors do not own this state: the destructor empties it before the device goes.
+  constant_cache constants;
 
   const device_info& info() const noexcept { return info_; }
   std::string name() const { return "vulkan:" + std::to_string(info_.index); }
@@ -173,6 +180,23 @@ class context_state {
     dispatch_grid(k, buffers, push, grid{{groups, 1, 1}});
   }
 
+  /// What a kernel's index check reports: the message of kiln::index_error for the first
+  /// failing position (flattened) and the value found there.
+  using check_report = std::function<std::string(std::uint64_t position, std::int64_t value)>;
+
+  /// Word 0 of a check buffer while no failure is recorded.
+  static constexpr std::uint32_t check_none = 0xFFFFFFFFu;
+
+  /// dispatch, with a check buffer of `words` 32-bit words (host-visible; word 0 set to
+  /// check_none) bound after `buffers`: the kernel lowers word 0 to each position it finds
+  /// out of range (atomicMin, so the first wins) and writes the value there to word
+  /// 1 + position (one writer a position: no race). Recording never waits for the GPU;
+  /// the next synchronisation that covers the dispatch (synchronize, read, wait) reads
+  /// the buffer and throws kiln::index_error(report(position, value)) when it holds a
+  /// failure. Each check is reported once; the context stays usable after the throw.
+  void dispatch_checked(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
+                        const grid& groups, std::uint64_t words, check_report report);
+
   /// Workgroups a kernel needs for `count` workgroup-sized tasks (rows, tiles), laid out
   /// as x * y with x at most the device's maxComputeWorkGroupCount[0]: a kernel numbers
   /// its task gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x and skips numbers
@@ -180,8 +204,21 @@ class context_state {
   grid grid_for(std::uint64_t count) const;
 
  private:
+  /// A check in flight (dispatch_checked): its buffer, the batch that writes it, its report.
+  struct pending_check {
+    allocation buffer;
+    std::uint64_t words = 0;
+    std::uint64_t value = 0;
+    check_report report;
+  };
+
+  /// Throws kiln::device_error for a grid past the device's maxComputeWorkGroupCount.
+  void check_groups(const kernel_spec& k, const grid& groups) const;
+
+  /// `check`, when set, is the check whose buffer is the last of `buffers`: kept in
+  /// checks_ once the dispatch is recorded, freed if it is not.
   void dispatch_grid(const kernel_spec& k, std::span<const binding> buffers, std::span<const std::byte> push,
-                     const grid& groups);
+                     const grid& groups, pending_check* check = nullptr);
 
  public:
   // ---- host transfers -----------------------------------------------------------------
@@ -190,7 +227,8 @@ class context_state {
   /// Otherwise: memcpy into the staging ring and a recorded copy (returns at once).
   void write(const allocation& a, access_state& s, std::size_t offset, const void* src, std::size_t bytes);
 
-  /// Device -> host: waits only for the work that writes this buffer.
+  /// Device -> host: waits only for the work that writes this buffer. Throws
+  /// kiln::index_error for a failed check that the wait covers (dispatch_checked).
   void read(const allocation& a, access_state& s, std::size_t offset, void* dst, std::size_t bytes);
 
   /// Starts a device -> host copy into host-visible memory and returns the timeline value
@@ -206,13 +244,15 @@ class context_state {
   /// Submits what is recorded (work starts without anyone waiting).
   void flush();
 
-  /// Blocks until timeline value v is complete (submitting it first if needed).
+  /// Blocks until timeline value v is complete (submitting it first if needed). Throws
+  /// kiln::index_error for a failed check that the wait covers (dispatch_checked).
   void wait(std::uint64_t v);
 
   /// True when timeline value v is complete (never blocks).
   bool done(std::uint64_t v);
 
-  /// Waits for everything recorded so far.
+  /// Waits for everything recorded so far. Throws kiln::index_error for a failed check
+  /// (dispatch_checked): the first recorded of those the wait covers.
   void synchronize();
 
   /// Marks the device lost: later work is refused with `why` in the message; tensors can
@@ -294,6 +334,14 @@ class context_state {
 
   void poll_locked();
 
+  /// (lock held) Takes every check the completed work covers; the message of the first
+  /// recorded that failed, if one did.
+  std::optional<std::string> take_failed_checks_locked();
+
+  /// (lock held) Throws kiln::index_error for the first failed check the completed work
+  /// covers (take_failed_checks_locked).
+  void report_failed_checks_locked();
+
   /// Waits for v with the lock released during the wait (other threads keep recording).
   void wait_locked(std::unique_lock<std::mutex>& lock, std::uint64_t v);
 
@@ -343,6 +391,7 @@ class context_state {
   std::size_t staging_size_ = 0;
   staging_ring ring_;
   std::vector<std::pair<std::uint64_t, allocation>> deferred_;  ///< (last use, range) awaiting the GPU
+  std::vector<pending_check> checks_;  ///< in recording order; passed ones are dropped as they complete
   bound_state bound_;
   mutable std::mutex mutex_;
   mutable std::mutex lost_mutex_;

@@ -3,6 +3,9 @@
 // non-monotonic, negative and large positions (Hugging Face's float angle), strided
 // views, f16 / bf16, empty and 1-element inputs, NaN, fused prologues and epilogues (one
 // kernel), in place, and the errors (odd D, positions of the wrong length, bad ids).
+// rope's frequencies are uploaded once per context and (theta, D), and freed with the
+// context; embedding's ids are checked without a wait on Vulkan (the error comes at the
+// next synchronisation, exactly as the CPU words it).
 //
 // Tolerance of rope: each output is x0 * cos - x1 * sin in float from cos and sin good to
 // an ulp or two of 1, so |error| <= 4 * 2^-24 * (|x0| + |x1|) (the reference computes the
@@ -11,10 +14,14 @@
 
 #include <kiln/kiln.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -354,6 +361,29 @@ TYPED_TEST(position_test, embedding_fuses_and_takes_views) {
         EXPECT_EQ(got[(a * 3 + b) * 6 + d], ht[hi[a * 3 + b] * D + 1 + 2 * d]) << a << ", " << b << ", " << d;
 }
 
+namespace {
+
+/// The message both backends give for `id` at ids[at] (as "1, 2") of table t and ids.
+template <class Tt, class Ti>
+std::string bad_id_message(std::int64_t id, const std::string& at, std::int64_t V, const Tt& t, const Ti& ids) {
+  return "kiln::embedding: id " + std::to_string(id) + " at ids[" + at + "] is outside [0, " + std::to_string(V) +
+         "), the table's rows (table " + t.describe() + ", ids " + ids.describe() + ")";
+}
+
+template <class B>
+constexpr bool is_vulkan() {
+#if defined(KILN_TEST_VULKAN)
+  return std::is_same_v<B, kiln::vulkan>;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+// The CPU throws when the statement runs, before writing; Vulkan records without waiting
+// and throws at the next synchronisation (here: reading y), the same message, after
+// writing clamped rows. Either way the context goes on working.
 TYPED_TEST(position_test, embedding_bad_ids) {
   auto& c = ctx<TypeParam>();
   auto t = kiln::full<float>(c, {5, 4}, 1.0f);
@@ -364,15 +394,13 @@ TYPED_TEST(position_test, embedding_bad_ids) {
     std::string msg = "<no kiln::index_error>";
     try {
       y = kiln::embedding(t, ids) * 2.0f;
+      if constexpr (is_vulkan<TypeParam>()) (void)y.to_host();
     } catch (const kiln::index_error& e) {
       msg = e.what();
     }
-    EXPECT_TRUE(has(msg, "kiln::embedding"));
-    EXPECT_TRUE(has(msg, "id " + std::to_string(bad)));
-    EXPECT_TRUE(has(msg, "ids[1, 2]"));
-    EXPECT_TRUE(has(msg, "[0, 5)"));
-    EXPECT_TRUE(has(msg, "f32[5, 4]"));
-    for (float v : y.to_host()) ASSERT_EQ(v, 7.0f) << "nothing is written for a bad id";
+    EXPECT_EQ(msg, bad_id_message(bad, "1, 2", 5, t, ids));
+    const auto got = y.to_host();  // the check is consumed: no second throw
+    for (float v : got) ASSERT_EQ(v, is_vulkan<TypeParam>() ? 2.0f : 7.0f) << "CPU: nothing written; Vulkan: clamped rows";
   }
   auto t3 = kiln::zeros<float>(c, {2, 3, 4});
   auto ids = kiln::zeros<std::int32_t>(c, {2});
@@ -391,3 +419,267 @@ TYPED_TEST(position_test, embedding_bad_ids) {
   EXPECT_EQ(y7.shape(), (kiln::shape{1, 1, 1, 1, 1, 1, 2, 4}));
   EXPECT_EQ(y7.to_host(), (std::vector<float>(8, 1.0f)));
 }
+
+// A table of no rows: every id is bad (the Vulkan kernel reads no table row for it).
+TYPED_TEST(position_test, embedding_bad_ids_of_degenerate_tables) {
+  auto& c = ctx<TypeParam>();
+  auto t0 = kiln::zeros<float>(c, {0, 4});
+  const std::vector<std::int32_t> hi = {0, 0};
+  auto ids = kiln::from_host(c, {2}, std::span<const std::int32_t>(hi));
+  kiln::tensor<float, TypeParam> y;
+  const std::string m0 = message_of<kiln::index_error>([&] {
+    y = kiln::embedding(t0, ids);
+    c.synchronize();
+  });
+  EXPECT_EQ(m0, bad_id_message(0, "0", 0, t0, ids));
+  c.synchronize();
+}
+
+// Many workgroups, several bad ids: the first in ids' order is reported, with its value,
+// at its position; ids that are not contiguous are checked in their own order.
+TYPED_TEST(position_test, embedding_reports_the_first_bad_id) {
+  auto& c = ctx<TypeParam>();
+  auto g = rng();
+  const std::int64_t V = 11, D = 300;
+  const auto ht = uniform(g, static_cast<std::size_t>(V * D));
+  auto t = kiln::from_host(c, {V, D}, std::span<const float>(ht));
+  auto hi = uniform_int<std::int32_t>(g, 40, 0, static_cast<int>(V - 1));
+  hi[33] = -7;
+  hi[17] = 99;  // [2, 1] of [5, 8]: the first
+  hi[38] = 11;
+  auto ids = kiln::from_host(c, {5, 8}, std::span<const std::int32_t>(hi));
+  kiln::tensor<float, TypeParam> y;
+  std::string m = message_of<kiln::index_error>([&] {
+    y = kiln::embedding(t, ids);
+    c.synchronize();
+  });
+  EXPECT_EQ(m, bad_id_message(99, "2, 1", V, t, ids));
+  // transposed [8, 5]: positions count row-major over the view
+  auto idt = kiln::transpose(ids);
+  kiln::tensor<float, TypeParam> yt;
+  m = message_of<kiln::index_error>([&] {
+    yt = kiln::embedding(t, idt);
+    (void)yt.to_host();
+  });
+  // the view's element [a, b] is ids[b, a]: its first bad element in row-major order
+  std::string at;
+  std::int32_t first = 0;
+  for (std::int64_t a = 0; a < 8 && at.empty(); ++a)
+    for (std::int64_t b = 0; b < 5 && at.empty(); ++b) {
+      const std::int32_t v = hi[static_cast<std::size_t>(b * 8 + a)];
+      if (v < 0 || v >= V) at = std::to_string(a) + ", " + std::to_string(b), first = v;
+    }
+  EXPECT_EQ(m, bad_id_message(first, at, V, t, idt));
+  c.synchronize();  // consumed: no second throw
+}
+
+// rope uploads its frequencies once per context and (theta, D): a decode loop calling it
+// again and again allocates and uploads nothing more.
+TYPED_TEST(position_test, rope_uploads_its_frequencies_once) {
+  auto& c = ctx<TypeParam>();
+  auto g = rng();
+  const std::int64_t S = 3, D = 32;
+  const auto hx = uniform(g, static_cast<std::size_t>(2 * S * D));
+  const std::vector<std::int32_t> hp = {5, 6, 7};
+  auto x = kiln::from_host(c, {2, S, D}, std::span<const float>(hx));
+  auto p = kiln::from_host(c, {S}, std::span<const std::int32_t>(hp));
+  auto y = kiln::empty<float>(c, {2, S, D});
+  static float fresh = 12345.5f;  // thetas no other test (or earlier repeat of this one) used
+  const float theta = (fresh += 1.0f);
+  auto allocations = [&] {
+#if defined(KILN_TEST_VULKAN)
+    if constexpr (std::is_same_v<TypeParam, kiln::vulkan>) {
+      const auto m = kiln::vulkan::memory(c);
+      return std::uint64_t(m.hits + m.misses);
+    } else
+#endif
+      return std::uint64_t(c.state()->allocations.load());
+  };
+  auto& cache = c.state()->constants;
+  const std::uint64_t made0 = cache.made();
+  y = kiln::rope(x, p, {theta, false});
+  EXPECT_EQ(cache.made(), made0 + 1) << "the first call uploads";
+  const std::uint64_t a0 = allocations();
+  for (int i = 0; i < 20; ++i) y = kiln::rope(x, p, {theta, i % 2 == 1});
+  EXPECT_EQ(cache.made(), made0 + 1) << "later calls reuse the upload";
+  EXPECT_EQ(allocations(), a0) << "later calls allocate nothing";
+  EXPECT_TRUE(near(y.to_host(), ref_rope(hx, D, hp, theta, true), hx, D, true, rope_tol, "rope from cached frequencies"));
+  y = kiln::rope(x, p, {theta * 2.0f, false});  // another theta: its own frequencies
+  EXPECT_EQ(cache.made(), made0 + 2);
+  EXPECT_TRUE(near(y.to_host(), ref_rope(hx, D, hp, theta * 2.0f, false), hx, D, false, rope_tol, "rope, theta 2"));
+  auto x2 = kiln::from_host(c, {S, 2 * D}, std::span<const float>(hx));  // another D
+  kiln::tensor<float, TypeParam> y2;
+  y2 = kiln::rope(x2, p, {theta, false});
+  EXPECT_EQ(cache.made(), made0 + 3);
+  EXPECT_TRUE(near(y2.to_host(), ref_rope(hx, 2 * D, hp, theta, false), hx, 2 * D, false, rope_tol, "rope, D 64"));
+
+  // Several threads asking for new frequencies at once: one upload, one tensor.
+  const std::uint64_t made1 = cache.made();
+  std::vector<const void*> seen(4);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto n = kiln::rope(x, p, {theta * 3.0f, false});
+      seen[i] = std::get<1>(n.params).t.storage().get();
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(cache.made(), made1 + 1);
+  for (const void* s : seen) EXPECT_EQ(s, seen[0]);
+}
+
+namespace {
+
+template <class B>
+kiln::context<B> fresh_context() {
+#if defined(KILN_TEST_VULKAN)
+  if constexpr (std::is_same_v<B, kiln::vulkan>) {
+    kiln::vulkan::options o;
+    o.validation = true;
+    return kiln::context<B>{o};
+  } else
+#endif
+    return kiln::context<B>{};
+}
+
+}  // namespace
+
+// The cache lives in the context's state and its tensors do not own that state: the
+// state (and the cached frequencies with it) goes with the last context handle and
+// tensor, while a tensor handed out from the cache keeps the state alive as any other.
+TYPED_TEST(position_test, rope_frequencies_go_with_their_context) {
+  using state_type = typename kiln::context<TypeParam>::state_type;
+  std::weak_ptr<state_type> gone;
+  {
+    auto c = fresh_context<TypeParam>();
+    gone = c.state();
+    auto x = kiln::zeros<float>(c, {2, 4, 8});
+    auto p = kiln::zeros<std::int32_t>(c, {4});
+    kiln::tensor<float, TypeParam> y;
+    y = kiln::rope(x, p);
+    y = kiln::rope(x, p, {500000.0f});
+    EXPECT_EQ(c.state()->constants.size(), 2u);
+    c.synchronize();
+  }
+  EXPECT_TRUE(gone.expired()) << "the cached frequencies keep their context alive (a cycle)";
+
+  std::optional<kiln::tensor<float, TypeParam>> inv;  // a handle (tensor `=` would copy values)
+  {
+    auto c = fresh_context<TypeParam>();
+    gone = c.state();
+    auto x = kiln::zeros<float>(c, {2, 4, 8});
+    auto p = kiln::zeros<std::int32_t>(c, {4});
+    auto n = kiln::rope(x, p, {100.0f});
+    inv.emplace(std::get<1>(n.params).t);
+  }
+  ASSERT_FALSE(gone.expired()) << "a tensor from the cache owns its context";
+  const auto f = inv->to_host();
+  ASSERT_EQ(f.size(), 4u);
+  for (std::size_t i = 0; i < f.size(); ++i) EXPECT_EQ(f[i], 1.0f / std::pow(100.0f, float(2 * i) / 8.0f)) << i;
+  inv.reset();
+  EXPECT_TRUE(gone.expired());
+}
+
+#if defined(KILN_TEST_VULKAN)
+
+namespace {
+
+class position_vulkan_test : public kiln_test::backend_test<kiln::vulkan> {};
+
+}  // namespace
+
+// Recording checks nothing on the host: ids a kernel writes are not waited for (no
+// submit while recording), the error comes at the next synchronisation (synchronize, a
+// read, a read_async's wait), once, naming the first failing embedding of the batch, and
+// the context keeps working.
+TEST_F(position_vulkan_test, embedding_checks_ids_on_the_device_without_waiting) {
+  auto& c = ctx<kiln::vulkan>();
+  auto g = rng();
+  const std::int64_t V = 9, D = 6;
+  const auto ht = uniform(g, static_cast<std::size_t>(V * D));
+  auto t = kiln::from_host(c, {V, D}, std::span<const float>(ht));
+  const std::vector<std::int32_t> good = {0, 8, 3, 3}, bad_a = {1, 2, 13, -4}, bad_b = {-1, 0, 0, 0};
+  auto up = [&](const std::vector<std::int32_t>& h) {
+    auto src = kiln::from_host(c, {2, 2}, std::span<const std::int32_t>(h));
+    auto ids = kiln::empty<std::int32_t>(c, {2, 2});
+    ids = src + 0;  // written by a kernel: reading it on the host would wait for the GPU
+    return ids;
+  };
+  auto ig = up(good), ia = up(bad_a), ib = up(bad_b);
+  kiln::tensor<float, kiln::vulkan> yg, ya, yb;
+  const auto before = kiln::vulkan::stream(c);
+  yg = kiln::embedding(t, ig) * 2.0f;
+  ya = kiln::embedding(t, ia);
+  yb = kiln::embedding(t, kiln::transpose(ib));  // not contiguous: copied on the device
+  const auto after = kiln::vulkan::stream(c);
+  EXPECT_EQ(after.submits, before.submits) << "recording an embedding waited for its ids";
+  EXPECT_EQ(after.dispatches - before.dispatches, 4u) << "three embeddings and one copy of the transposed ids";
+
+  // the first failing embedding of the batch, at reading one written after it
+  EXPECT_EQ(message_of<kiln::index_error>([&] { (void)yb.to_host(); }), bad_id_message(13, "1, 0", V, t, ia));
+  c.synchronize();  // every check that batch covered is consumed
+  const auto hg = yg.to_host();
+  for (std::size_t r = 0; r < good.size(); ++r)
+    for (std::int64_t d = 0; d < D; ++d) ASSERT_EQ(hg[r * D + d], 2.0f * ht[good[r] * D + d]) << r << ", " << d;
+  const auto ha = ya.to_host();  // clamped rows where the ids were bad
+  for (std::size_t r = 0; r < bad_a.size(); ++r)
+    for (std::int64_t d = 0; d < D; ++d)
+      ASSERT_EQ(ha[r * D + d], ht[std::clamp<std::int32_t>(bad_a[r], 0, V - 1) * D + d]) << r << ", " << d;
+
+  // synchronize, and a read_async's wait, report too
+  yb = kiln::embedding(t, kiln::transpose(ib));
+  EXPECT_EQ(message_of<kiln::index_error>([&] { c.synchronize(); }), bad_id_message(-1, "0, 0", V, t, kiln::transpose(ib)));
+  yb = kiln::embedding(t, ia);
+  auto pending = kiln::vulkan::read_async(yb);
+  EXPECT_EQ(message_of<kiln::index_error>([&] { (void)pending.get(); }), bad_id_message(13, "1, 0", V, t, ia));
+
+  // and the context goes on
+  kiln::tensor<float, kiln::vulkan> y2;
+  y2 = kiln::embedding(t, kiln::transpose(ig));
+  const auto h2 = y2.to_host();
+  for (std::int64_t a = 0; a < 2; ++a)
+    for (std::int64_t b = 0; b < 2; ++b)
+      for (std::int64_t d = 0; d < D; ++d) ASSERT_EQ(h2[(a * 2 + b) * D + d], ht[good[b * 2 + a] * D + d]);
+  c.synchronize();
+}
+
+// Parameters past the push constants go to a parameter buffer, bound after the check
+// buffer; and without zero-copy the check buffer is staging memory.
+TEST_F(position_vulkan_test, embedding_checks_with_a_parameter_buffer_and_without_zero_copy) {
+  for (const bool zero_copy : {true, false}) {
+    kiln::vulkan::options o;
+    o.validation = true;
+    o.max_push_constants = zero_copy ? 16 : 0;
+    o.zero_copy = zero_copy;
+    kiln::context<kiln::vulkan> c{o};
+    const std::vector<float> ht = {0, 1, 2, 3, 4, 5};
+    auto t = kiln::from_host(c, {3, 2}, std::span<const float>(ht));
+    const std::vector<std::int32_t> hi = {2, 0, 3, 1};
+    auto ids = kiln::from_host(c, {4}, std::span<const std::int32_t>(hi));
+    kiln::tensor<float, kiln::vulkan> y;
+    y = kiln::embedding(t * 2.0f, ids) + 1.0f;
+    EXPECT_EQ(message_of<kiln::index_error>([&] { c.synchronize(); }), bad_id_message(3, "2", 3, t * 2.0f, ids));
+    EXPECT_EQ(y.to_host(), (std::vector<float>{9, 11, 1, 3, 9, 11, 5, 7}));
+  }
+}
+
+// Without zero-copy, rope's frequencies are one staged transfer, the first time only.
+TEST_F(position_vulkan_test, rope_stages_its_frequencies_once) {
+  kiln::vulkan::options o;
+  o.validation = true;
+  o.zero_copy = false;
+  kiln::context<kiln::vulkan> c{o};
+  auto x = kiln::zeros<float>(c, {2, 3, 16});
+  auto p = kiln::zeros<std::int32_t>(c, {3});
+  auto y = kiln::empty<float>(c, {2, 3, 16});
+  c.synchronize();
+  const auto s0 = kiln::vulkan::stream(c);
+  y = kiln::rope(x, p);
+  const auto s1 = kiln::vulkan::stream(c);
+  EXPECT_EQ(s1.transfers - s0.transfers, 1u);
+  for (int i = 0; i < 10; ++i) y = kiln::rope(x, p);
+  EXPECT_EQ(kiln::vulkan::stream(c).transfers, s1.transfers);
+  c.synchronize();
+}
+
+#endif

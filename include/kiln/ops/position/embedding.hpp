@@ -1,10 +1,13 @@
 // kiln/ops/position/embedding.hpp — kiln::embedding: rows of a table picked by int32 ids
 // (a token embedding), the gather structural family: input the table [V, D] (its
 // expression is the prologue), parameter the ids of any shape, output [..ids.., D].
-// Every id is checked against [0, V) when the statement runs, before anything is
-// written: a bad one throws kiln::index_error naming the op, the id, its position in ids
-// and V (the Vulkan backend reads the ids back for it; its kernel clamps too, so nothing
-// is ever read out of bounds). Elementwise ops on the result fuse:
+// Every id is checked against [0, V): a bad one throws kiln::index_error naming the op,
+// the id, its position in ids, V and the operands (one message, index_error_message, on
+// every backend). The CPU checks when the statement runs, before anything is written.
+// The Vulkan kernel checks on the device, so recording never waits for the ids: it clamps
+// each id (nothing is read out of bounds, and the output holds clamped rows), records the
+// first bad one, and the next synchronisation that covers it (synchronize, reading a
+// tensor, waiting on a read_async) throws. Elementwise ops on the result fuse:
 // `h = kiln::embedding(table, ids) * scale` is one kernel.
 // Ids are int32 (kiln has no int64 dtype; ids past 2^31 - 1 rows do not arise).
 #pragma once
@@ -19,6 +22,7 @@
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/structural.hpp"
 
 namespace kiln {
@@ -32,33 +36,24 @@ struct embedding_op {
   using result_type = In;
 };
 
+/// The message of kiln::index_error for id `id` at flattened position `position` of ids
+/// of shape `s` (row-major), outside [0, vocab); operands: the table's and the ids'
+/// descriptions. Every backend reports a bad id with this text.
+KILN_DECL std::string index_error_message(std::string_view op, std::int64_t id, index_t position, const kiln::shape& s,
+                                          index_t vocab, const std::string& operands);
+
 /// Throws kiln::index_error for the first of `ids` (row-major over `shape`) outside
 /// [0, vocab); operands: the table's and the ids' descriptions, for the message.
-inline void check_ids(std::string_view op, const std::vector<std::int32_t>& ids, const kiln::shape& s, index_t vocab,
-                      const std::string& operands) {
-  for (std::size_t k = 0; k < ids.size(); ++k) {
-    const std::int32_t id = ids[k];
-    if (id >= 0 && index_t(id) < vocab) continue;
-    std::string at = "[";
-    index_t rest = static_cast<index_t>(k);
-    std::vector<index_t> c(static_cast<std::size_t>(s.rank()));
-    for (int d = s.rank() - 1; d >= 0; --d) {
-      c[static_cast<std::size_t>(d)] = s[d] ? rest % s[d] : 0;
-      rest = s[d] ? rest / s[d] : 0;
-    }
-    for (std::size_t d = 0; d < c.size(); ++d) at += (d ? ", " : "") + std::to_string(c[d]);
-    at += "]";
-    throw index_error("kiln::" + std::string(op) + ": id " + std::to_string(id) + " at ids" + at + " is outside [0, " +
-                      std::to_string(vocab) + "), the table's rows (" + operands + ")");
-  }
-}
+KILN_DECL void check_ids(std::string_view op, const std::vector<std::int32_t>& ids, const kiln::shape& s, index_t vocab,
+                         const std::string& operands);
 
 }  // namespace detail
 
 /// Rows of table [V, D] (f32, f16 or bf16, or an expression of them) at ids (an int32
 /// tensor of any shape, rank 0 included): out[..k.., :] = table[ids[..k..], :], shape
 /// [..ids.., D]. Throws kiln::shape_error for a table of another rank than 2 and
-/// kiln::index_error (when it runs) for an id outside [0, V).
+/// kiln::index_error for an id outside [0, V): on the CPU when it runs, on Vulkan at the
+/// next synchronisation after it (see the top of this file).
 /// Example: `auto h = kiln::embedding(embed_tokens, ids);`
 template <expression Tb, class I>
   requires detail::is_tensor<std::remove_cvref_t<I>>::value
@@ -90,3 +85,7 @@ auto embedding(Tb&& table, I&& ids) {
 }
 
 }  // namespace kiln
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/ops/position/impl/embedding.ipp"
+#endif

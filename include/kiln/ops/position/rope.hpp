@@ -5,23 +5,27 @@
 // Pairs (i, i + D/2) by default (the Llama / GPT-NeoX "half-split" convention, Hugging
 // Face's rotate_half), or (2i, 2i + 1) with interleaved = true (GPT-J, the original
 // paper). Pair i of the row at sequence index s turns by the angle positions[s] *
-// inv_freq[i], with inv_freq[i] = 1 / theta^(2i / D) computed once on the host in float
-// as Hugging Face does (the exponent 2i / D rounded to float, then powf, then 1 / in
-// float) and handed to the kernels as a [D/2] float parameter, so every backend uses the
-// same frequencies; the angle is float(position) * inv_freq[i] rounded to float (as
-// Hugging Face's float32 matmul of the two), so a position past the trained length
-// still gives that model's angle, and its cos and sin are taken to float accuracy (both
-// backends reduce the angle exactly up to 2^17 * pi/2, about 205887 radians; past that
-// the CPU computes them in double and the Vulkan kernel reduces the angle by Payne-Hanek
-// (kernels/position/rope.comp), for every finite angle):
+// inv_freq[i], with inv_freq[i] = 1 / theta^(2i / D) computed on the host in float as
+// Hugging Face does (the exponent 2i / D rounded to float, then powf, then 1 / in float)
+// and handed to the kernels as a [D/2] float parameter, so every backend uses the same
+// frequencies. The context keeps that tensor per (theta, D) (detail/constant_cache.hpp):
+// a decode loop uploads it once, not on every call. The angle is float(position) *
+// inv_freq[i] rounded to float (as Hugging Face's float32 matmul of the two), so a
+// position past the trained length still gives that model's angle, and its cos and sin
+// are taken to float accuracy (both backends reduce the angle exactly up to 2^17 * pi/2,
+// about 205887 radians; past that the CPU computes them in double and the Vulkan kernel
+// reduces the angle by Payne-Hanek (kernels/position/rope.comp), for every finite angle):
 //   out[i]       = x[i] * cos - x[i + D/2] * sin
 //   out[i + D/2] = x[i + D/2] * cos + x[i] * sin          (interleaved: 2i, 2i + 1)
 // The input expression and elementwise ops on the result fuse into one kernel:
 // `kiln::rope(q * 2.0f, pos) * s` is one dispatch.
 #pragma once
 
+#include <bit>  // std::bit_cast (theta's bits in the cache key)
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -32,6 +36,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/factories.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/structural.hpp"
 
 namespace kiln {
@@ -58,13 +63,40 @@ struct rope_op {
 
 /// 1 / theta^(2i / dim) for i in [0, dim / 2), in float, as Hugging Face's
 /// `1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))`.
-inline std::vector<float> rope_inv_freq(float theta, index_t dim) {
-  std::vector<float> f(static_cast<std::size_t>(dim / 2));
-  for (index_t i = 0; i < dim / 2; ++i) {
-    const float e = static_cast<float>(2 * i) / static_cast<float>(dim);
-    f[static_cast<std::size_t>(i)] = 1.0f / std::pow(theta, e);
+KILN_DECL std::vector<float> rope_inv_freq(float theta, index_t dim);
+
+/// rope_inv_freq(theta, dim) as a [dim / 2] float tensor on `state`'s context, uploaded
+/// once per context and (theta, dim): the context's constant cache keeps it. The cached
+/// tensor is made through a handle that does not own the state (which owns the cache;
+/// an owning one would be a cycle that nothing frees); the tensor returned holds the
+/// cached storage together with an owning handle on the state, so an expression that
+/// keeps it keeps its context alive like every other operand.
+template <class B>
+tensor<float, B> rope_frequencies(const std::shared_ptr<typename backend_traits<B>::context_state>& state, float theta,
+                                  index_t dim) {
+  using state_type = typename backend_traits<B>::context_state;
+  using storage_type = typename backend_traits<B>::storage;
+  const kiln::shape fs{dim / 2};
+  auto upload = [&](const context<B>& on) {
+    const std::vector<float> f = rope_inv_freq(theta, dim);
+    return from_host(on, fs, std::span<const float>(f)).storage();
+  };
+  if constexpr (!requires { state->constants; }) {  // a backend without a constant cache
+    return tensor<float, B>(upload(context<B>(state)), fs, contiguous_strides(fs), 0);
+  } else {
+    const std::string key = "rope_inv_freq " + std::to_string(std::bit_cast<std::uint32_t>(theta)) + " " + std::to_string(dim);
+    std::shared_ptr<storage_type> cached = std::static_pointer_cast<storage_type>(state->constants.get(key, [&] {
+      const context<B> unowned(std::shared_ptr<state_type>(std::shared_ptr<state_type>(), state.get()));
+      return std::shared_ptr<void>(upload(unowned));
+    }));
+    struct pinned {
+      std::shared_ptr<state_type> state;   // destroyed last: the storage's free reports to it
+      std::shared_ptr<storage_type> storage;
+    };
+    auto pin = std::make_shared<pinned>(pinned{state, std::move(cached)});
+    storage_type* st = pin->storage.get();
+    return tensor<float, B>(std::shared_ptr<storage_type>(std::move(pin), st), fs, contiguous_strides(fs), 0);
   }
-  return f;
 }
 
 }  // namespace detail
@@ -97,8 +129,7 @@ auto rope(X&& x, P&& positions, rope_options opt = {}) {
   if (!(opt.theta > 0.0f) || !std::isfinite(opt.theta)) {
     throw shape_error("kiln::rope: theta " + std::to_string(opt.theta) + " must be a positive finite number");
   }
-  const std::vector<float> f = detail::rope_inv_freq(opt.theta, D);
-  auto inv = from_host(positions.context(), shape{D / 2}, std::span<const float>(f));
+  auto inv = detail::rope_frequencies<typename std::remove_cvref_t<P>::backend_type>(positions.context().state(), opt.theta, D);
   auto n = detail::make_structural<detail::rope_op>(std::forward<X>(x), -1, false, false, 0.0f, std::forward<P>(positions),
                                                     std::move(inv));
   n.op.interleaved = opt.interleaved;
@@ -107,3 +138,7 @@ auto rope(X&& x, P&& positions, rope_options opt = {}) {
 }
 
 }  // namespace kiln
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/ops/position/impl/rope.ipp"
+#endif

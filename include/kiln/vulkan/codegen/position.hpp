@@ -3,7 +3,9 @@
 // epilogue, operand buffers and parameters (codegen/structural.hpp) with this file's
 // family text: the parameter block's rows, extent and seq, and the parameter hooks
 //   rope:      int kiln_position(uint s), float kiln_inv_freq(uint i)
-//   embedding: int kiln_id(uint k)
+//   embedding: int kiln_id(uint k), and the check buffer `uint kiln_check[]` bound after
+//              the operands (context_state::dispatch_checked: word 0 the first bad
+//              position, word 1 + k the id at position k)
 // One invocation per pair of a row (rope) or per output element (embedding); the whole
 // source is the cache key.
 #pragma once
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "kiln/core/error.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/layout.hpp"
 #include "kiln/expr/structural.hpp"
 #include "kiln/expr/traverse.hpp"
@@ -38,29 +41,8 @@ struct position_param {
 };
 
 /// The family text of a position kernel: rope (interleaved or not) or embedding.
-inline structural_family_text position_family_text(const structural_plan& sp, bool rope, bool interleaved,
-                                                   std::string_view result_type) {
-  using structural_text::load;
-  structural_family_text f;
-  f.comment = rope ? std::string("// rope, ") + (interleaved ? "interleaved pairs" : "half-split pairs") +
-                         ", one invocation a pair, " + std::to_string(sp.wg) + " invocations" +
-                         (sp.params_buffer ? "; parameter buffer" : "") + "\n"
-                   : "// embedding, one invocation an element, " + std::to_string(sp.wg) + " invocations" +
-                         (sp.params_buffer ? "; parameter buffer" : "") + "\n";
-  auto def = [&](std::string_view name, const std::string& v) { f.defines += "#define " + std::string(name) + " " + v + "\n"; };
-  def("KILN_WG", std::to_string(sp.wg) + "u");
-  def("KILN_RESULT", std::string(result_type));
-  def("KILN_INTERLEAVED", interleaved ? "1" : "0");
-  f.members = "  uint rows;\n  uint extent;\n  uint seq;\n";
-  f.param_members = "  uint poff0;\n  int pst0;\n";
-  f.hooks += std::string(rope ? "int kiln_position(uint k)" : "int kiln_id(uint k)") + " { return " +
-             load(sp.params[0], "uint(int(p.poff0) + int(k) * p.pst0)") + "; }\n";
-  if (rope) {
-    f.param_members += "  uint poff1;\n";
-    f.hooks += "float kiln_inv_freq(uint i) { return " + load(sp.params[1], "p.poff1 + i") + "; }\n";
-  }
-  return f;
-}
+KILN_DECL structural_family_text position_family_text(const structural_plan& sp, bool rope, bool interleaved,
+                                                      std::string_view result_type);
 
 /// The source of a position kernel under plan, once per process per (T, N, plan).
 template <class T, class N, class S>
@@ -151,3 +133,7 @@ structural_kernel make_position_kernel(const tensor<T, B>& out, const N& n, cons
 }
 
 }  // namespace kiln::detail::vk
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/codegen/impl/position.ipp"
+#endif

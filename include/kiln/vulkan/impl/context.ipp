@@ -117,6 +117,9 @@ KILN_DECL context_state::context_state(const context_options& opt) {
 
 KILN_DECL context_state::~context_state() {
   delist(this);
+  // The cached constants' storage points at this state without owning it: their memory
+  // goes back to the pool while the pool is still here.
+  constants.clear();
   release_device();
 }
 
@@ -191,6 +194,33 @@ KILN_DECL const pipeline& context_state::prepare(const kernel_spec& k) {
 
 KILN_DECL void context_state::dispatch(const kernel_spec& k, std::span<const binding> buffers,
                                        std::span<const std::byte> push, const grid& groups) {
+  check_groups(k, groups);
+  dispatch_grid(k, buffers, push, groups);
+}
+
+KILN_DECL void context_state::dispatch_checked(const kernel_spec& k, std::span<const binding> buffers,
+                                               std::span<const std::byte> push, const grid& groups,
+                                               std::uint64_t words, check_report report) {
+  check_groups(k, groups);
+  pending_check c;
+  c.words = std::max<std::uint64_t>(words, 1);
+  c.report = std::move(report);
+  // Host-visible memory, written here before the batch is submitted (coherent: visible
+  // at submit) and read by the host once the batch completes (sequence::submit's barrier).
+  c.buffer = allocate_in(static_cast<std::size_t>(c.words) * 4, zero_copy_ ? tensor_type_ : staging_type_);
+  std::memcpy(c.buffer.mapped(), &check_none, sizeof check_none);
+  access_state st;
+  std::vector<binding> b(buffers.begin(), buffers.end());
+  try {
+    b.push_back({&c.buffer, &st, true});
+    dispatch_grid(k, b, push, groups, &c);  // on success, c moved into checks_
+  } catch (...) {
+    if (c.buffer) release(c.buffer, st);
+    throw;
+  }
+}
+
+KILN_DECL void context_state::check_groups(const kernel_spec& k, const grid& groups) const {
   for (int d = 0; d < 3; ++d) {
     if (groups.count[d] > info_.max_workgroup_count[static_cast<std::size_t>(d)]) {
       throw device_error("kiln::vulkan: kernel '" + std::string(k.name) + "' needs " + std::to_string(groups.count[d]) +
@@ -199,7 +229,6 @@ KILN_DECL void context_state::dispatch(const kernel_spec& k, std::span<const bin
                          " (maxComputeWorkGroupCount)");
     }
   }
-  dispatch_grid(k, buffers, push, groups);
 }
 
 KILN_DECL context_state::grid context_state::grid_for(std::uint64_t count) const {
@@ -214,7 +243,8 @@ KILN_DECL context_state::grid context_state::grid_for(std::uint64_t count) const
 }
 
 KILN_DECL void context_state::dispatch_grid(const kernel_spec& k, std::span<const binding> buffers,
-                                            std::span<const std::byte> push, const grid& groups) {
+                                            std::span<const std::byte> push, const grid& groups,
+                                            pending_check* check) {
   const std::uint32_t param_bytes = k.params_bytes ? k.params_bytes : k.push_bytes;
   if (buffers.size() != k.bindings || push.size() != param_bytes) {
     throw error("kiln::vulkan: kernel '" + std::string(k.name) + "' takes " + std::to_string(k.bindings) +
@@ -236,12 +266,18 @@ KILN_DECL void context_state::dispatch_grid(const kernel_spec& k, std::span<cons
   };
   try {
     if (params) deferred_.reserve(deferred_.size() + 1);
+    if (check) checks_.reserve(checks_.size() + 1);  // the push_back below cannot fail once recorded
     record_dispatch(k, buffers, push, groups, params, params_state);
   } catch (...) {
     release_params();
     throw;
   }
   release_params();
+  if (check) {
+    check->value = buffers.back().state->write_value;
+    checks_.push_back(std::move(*check));
+    check->buffer = {};
+  }
   kernels_launched.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -271,6 +307,7 @@ KILN_DECL void context_state::read(const allocation& a, access_state& s, std::si
   ensure_alive();
   if (zero_copy_) {
     wait_locked(lock, s.write_value);
+    report_failed_checks_locked();
     lock.unlock();
     std::memcpy(dst, a.mapped() + offset, bytes);
     return;
@@ -289,6 +326,7 @@ KILN_DECL void context_state::read(const allocation& a, access_state& s, std::si
     std::memcpy(static_cast<std::byte*>(dst) + done, ring_.alloc.mapped() + at, n);
     done += n;
   }
+  report_failed_checks_locked();
 }
 
 KILN_DECL std::uint64_t context_state::read_begin(const allocation& a, access_state& s, std::size_t offset,
@@ -319,6 +357,7 @@ KILN_DECL void context_state::wait(std::uint64_t v) {
   std::unique_lock lock(mutex_);
   ensure_alive();
   wait_locked(lock, v);
+  report_failed_checks_locked();
 }
 
 KILN_DECL bool context_state::done(std::uint64_t v) {
@@ -333,6 +372,7 @@ KILN_DECL void context_state::synchronize() {
   ensure_alive();
   const std::uint64_t v = seq_->has_recorded() ? seq_->recording_value() : seq_->submitted();
   wait_locked(lock, v);
+  report_failed_checks_locked();
 }
 
 KILN_DECL void context_state::mark_lost(const std::string& why) noexcept {
@@ -356,6 +396,8 @@ KILN_DECL void context_state::release_device() noexcept {
   }
   for (auto& d : deferred_) pool_->free(d.second);
   deferred_.clear();
+  for (auto& c : checks_) pool_->free(c.buffer);
+  checks_.clear();
   if (ring_.alloc) pool_->free(ring_.alloc);
   ring_.alloc = {};
   ring_.in_use.clear();
@@ -459,6 +501,43 @@ KILN_DECL void context_state::poll_locked() {
     pool_->free(d.second);
     return true;
   });
+  // Checks that passed go as their work completes; failed ones wait for a synchronisation.
+  std::erase_if(checks_, [&](const pending_check& c) {
+    if (c.value > done) return false;
+    std::uint32_t first;
+    std::memcpy(&first, c.buffer.mapped(), sizeof first);
+    if (first != check_none) return false;
+    pool_->free(c.buffer);
+    return true;
+  });
+}
+
+KILN_DECL std::optional<std::string> context_state::take_failed_checks_locked() {
+  std::optional<std::string> message;
+  const std::uint64_t done = seq_->completed();
+  std::erase_if(checks_, [&](pending_check& c) {
+    if (c.value > done) return false;
+    if (!message) {
+      const auto* w = reinterpret_cast<const std::uint32_t*>(c.buffer.mapped());
+      if (w[0] != check_none) {
+        const std::uint64_t at = w[0];
+        const std::int64_t value = at + 1 < c.words ? std::int64_t(std::int32_t(w[at + 1])) : 0;
+        try {
+          message = c.report(at, value);
+        } catch (...) {  // out of memory while formatting: still report the failure
+          message = "kiln: an index check failed at position " + std::to_string(at);
+        }
+      }
+    }
+    pool_->free(c.buffer);
+    return true;
+  });
+  return message;
+}
+
+KILN_DECL void context_state::report_failed_checks_locked() {
+  if (checks_.empty()) return;
+  if (auto m = take_failed_checks_locked()) throw index_error(std::move(*m));
 }
 
 KILN_DECL void context_state::wait_locked(std::unique_lock<std::mutex>& lock, std::uint64_t v) {

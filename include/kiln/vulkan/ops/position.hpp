@@ -1,8 +1,12 @@
 // kiln/vulkan/ops/position.hpp — a statement holding kiln::rope or kiln::embedding as ONE
 // dispatch of kernels/position/{rope,embedding}.comp with the statement's prologue and
-// epilogue spliced in (codegen/position.hpp). embedding reads its ids back first and
-// checks every one against the table's rows (kiln::index_error before anything is
-// recorded); ids that are not contiguous go to the kernel as a contiguous copy.
+// epilogue spliced in (codegen/position.hpp). Recording never waits for the GPU:
+// embedding's kernel checks the ids itself (clamping each, so nothing is read out of
+// bounds) and records the first bad one in a check buffer; the context throws
+// kiln::index_error for it at the next synchronisation that covers the kernel
+// (context_state::dispatch_checked). Ids that are not contiguous go to the kernel as a
+// contiguous copy made on the device (one more dispatch). rope's frequencies come from
+// the context's constant cache (ops/position/rope.hpp).
 #pragma once
 
 #if !defined(KILN_VULKAN_UMBRELLA)
@@ -12,11 +16,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
-#include "kiln/core/factories.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/traverse.hpp"
 #include "kiln/vulkan/codegen/position.hpp"
 #include "kiln/vulkan/context.hpp"
@@ -24,6 +29,12 @@
 #include "kiln/vulkan/ops/reduce.hpp"
 
 namespace kiln::detail::vk {
+
+/// Records the dispatch of a planned embedding kernel (binding i = by_binding[i]) with its
+/// ids' check buffer after the operands: 1 + ids words (context_state::dispatch_checked).
+KILN_DECL void record_checked_structural(context_state& ctx, const structural_kernel& kn, const storage& os,
+                                         std::span<const storage* const> by_binding, std::uint64_t ids,
+                                         context_state::check_report report);
 
 /// out = n for a planned tree whose structural node is a rope or an embedding.
 template <class T, class B, class N>
@@ -49,7 +60,6 @@ void record_position_kernel(const tensor<T, B>& out, const N& n) {
   for_each_leaf(s.arg, tensor_operand);
 
   std::vector<position_param> params;
-  tensor<std::int32_t, B> ids_copy;  // embedding: contiguous ids, when the given ones are not
   if constexpr (rope) {
     const auto& pos = std::get<0>(s.params).t;
     const auto& inv = std::get<1>(s.params).t;
@@ -57,24 +67,34 @@ void record_position_kernel(const tensor<T, B>& out, const N& n) {
     tensor_operand(inv);
     params.push_back({dtype::i32, pos.storage().get(), pos.offset(), pos.strides()[0]});
     params.push_back({dtype::f32, inv.storage().get(), inv.offset(), 1});
+    const structural_kernel kn = make_position_kernel(out, n, structural_options_for(ctx), params, kernels::position_rope);
+    if (kn.empty) return;
+    KILN_ASSERT(stores.size() == kn.first->plan.bindings);
+    record_structural(ctx, kn, *out.storage(), stores);
   } else {
     const auto& ids = std::get<0>(s.params).t;
     same_context(out, *ids.storage(), "embedding");
-    const std::vector<std::int32_t> host = ids.to_host();  // waits for the ids' producers
-    check_ids(S::op_type::name, host, ids.shape(), s.input_shape[0], "table " + s.arg.describe() + ", ids " + ids.describe());
-    const tensor<std::int32_t, B>* use = &ids;
-    if (!ids.is_contiguous()) {
-      ids_copy = from_host(out.context(), ids.shape(), std::span<const std::int32_t>(host));
-      use = &ids_copy;
-    }
-    tensor_operand(*use);
-    params.push_back({dtype::i32, use->storage().get(), use->offset(), 1});
+    const index_t V = s.input_shape[0];
+    const std::string operands = "table " + s.arg.describe() + ", ids " + ids.describe();
+    // Ids in any other layout: a contiguous copy, made on the device (a copy statement
+    // recorded before the kernel), freed once the kernel has read it.
+    const tensor<std::int32_t, B> contiguous = ids.is_contiguous() ? tensor<std::int32_t, B>() : ids.clone();
+    const tensor<std::int32_t, B>& use = ids.is_contiguous() ? ids : contiguous;
+    tensor_operand(use);
+    params.push_back({dtype::i32, use.storage().get(), use.offset(), 1});
+    const structural_kernel kn = make_position_kernel(out, n, structural_options_for(ctx), params, kernels::position_embedding);
+    if (kn.empty) return;
+    KILN_ASSERT(stores.size() == kn.first->plan.bindings);
+    record_checked_structural(
+        ctx, kn, *out.storage(), stores, static_cast<std::uint64_t>(ids.numel()),
+        [shape = ids.shape(), V, operands](std::uint64_t at, std::int64_t id) {
+          return index_error_message(S::op_type::name, id, static_cast<index_t>(at), shape, V, operands);
+        });
   }
-  const structural_kernel kn = make_position_kernel(out, n, structural_options_for(ctx), params,
-                                                    rope ? kernels::position_rope : kernels::position_embedding);
-  if (kn.empty) return;
-  KILN_ASSERT(stores.size() == kn.first->plan.bindings);
-  record_structural(ctx, kn, *out.storage(), stores);
 }
 
 }  // namespace kiln::detail::vk
+
+#if KILN_DEFINE_VULKAN_RUNTIME
+#include "kiln/vulkan/ops/impl/position.ipp"
+#endif
