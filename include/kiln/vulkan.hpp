@@ -26,37 +26,9 @@
 #include "kiln/vulkan/context.hpp"
 #include "kiln/vulkan/ops/copy.hpp"
 #include "kiln/vulkan/backend.hpp"
+#include "kiln/vulkan/ops/structural.hpp"  // vk_structural_kernel; the op families' kernels:
 #include "kiln/vulkan/ops/reduce.hpp"
 #include "kiln/vulkan/ops/gemm.hpp"
 #include "kiln/vulkan/ops/attention.hpp"
 #include "kiln/vulkan/ops/quant.hpp"
 #include "kiln/vulkan/ops/position.hpp"
-
-// rope and embedding: ops/position.hpp records them itself (record_position_kernel), so
-// their plan() records and hands back no dispatch.
-namespace kiln::detail::vk {
-template <>
-struct vk_structural_kernel<rope_op> {
-  template <class S>
-  static std::string variant(const S& s) {
-    return s.op.interleaved ? "vulkan.rope interleaved" : "vulkan.rope half-split";
-  }
-  template <class T, class B, class N>
-  static planned_kernel plan(const tensor<T, B>& out, const N& n) {
-    record_position_kernel(out, n);
-    return {};
-  }
-};
-template <>
-struct vk_structural_kernel<embedding_op> {
-  template <class S>
-  static std::string variant(const S&) {
-    return "vulkan.embedding";
-  }
-  template <class T, class B, class N>
-  static planned_kernel plan(const tensor<T, B>& out, const N& n) {
-    record_position_kernel(out, n);
-    return {};
-  }
-};
-}  // namespace kiln::detail::vk

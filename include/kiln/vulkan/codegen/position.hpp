@@ -97,8 +97,8 @@ structural_kernel make_position_kernel(const tensor<T, B>& out, const N& n, cons
     return kn;
   }
   if (threads > index_t(UINT32_MAX) || s.input_shape.numel() > index_t(UINT32_MAX)) {
-    throw shape_error("kiln::" + std::string(S::op_type::name) + " on vulkan: " + s.arg.describe() +
-                      " needs more than 2^32 - 1 positions, past the 32-bit indexing of its kernel; split the tensor");
+    throw_index_limit("kiln::" + std::string(S::op_type::name) + " on vulkan: " + s.arg.describe(),
+                      index_limit::positions, "its kernel", "the tensor");
   }
   const auto in_lay = make_input_layout(s.input_shape, s.arg);
   const auto out_lay = make_layout(out, n);
@@ -119,8 +119,7 @@ structural_kernel make_position_kernel(const tensor<T, B>& out, const N& n, cons
   word(w, seq, rope ? "sequence length" : "table rows");
   input_words<LI>(w, ops.in, in_lay, plan.in);
   word(w, params[0].offset, "element offset");
-  if (params[0].stride < INT32_MIN || params[0].stride > INT32_MAX) word(w, index_t(UINT32_MAX) + 1, "stride");
-  w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(params[0].stride)));
+  signed_word(w, params[0].stride, "stride");
   if constexpr (rope) word(w, params[1].offset, "element offset");
   (void)output_words<LO>(w, ops.out, out_lay, plan.out, n, s);
   plan.params_buffer = opt.max_push_bytes && w.size() * 4 > opt.max_push_bytes;

@@ -40,12 +40,6 @@ namespace kiln::detail::vk {
 /// What ctx's device lets a structural kernel use.
 KILN_DECL structural_options structural_options_for(const context_state& ctx);
 
-/// Records the dispatch(es) of a planned structural kernel (ops/position.hpp's path).
-inline void record_structural(context_state& ctx, const structural_kernel& kn, const storage& os,
-                              std::span<const storage* const> by_binding) {
-  record_planned(ctx, planned({by_binding.begin(), by_binding.end()}, kn), os);
-}
-
 /// The kernel of the reduce and row families (vk_structural_kernel, ops/structural.hpp).
 struct vk_reduce_kernel {
   /// "vulkan.<op>.rows", ".columns" or ".rows split" (2 dispatches).

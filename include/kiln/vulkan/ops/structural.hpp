@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <tuple>
@@ -68,13 +69,18 @@ struct planned_dispatch {
 };
 
 /// What a family's plan() hands record_planned: the operands by binding, one dispatch or
-/// two (the second merges what the first writes to a temporary), and the parameter
-/// words both take.
+/// two (the second merges what the first writes to a temporary), the parameter words
+/// both take, and what the kernel checks on its data.
 struct planned_kernel {
   std::vector<const storage*> operands;  // binding 0, 1, ... (collect_operands' order)
   planned_dispatch first, second;
   std::vector<std::uint32_t> push;       // push constants, or the parameter buffer's words
   std::uint64_t partials_bytes = 0;      // (second) the temporary between the two dispatches
+  /// Nonzero (one dispatch): a check buffer of this many words bound after the operands,
+  /// its failures reported by `check` (context_state::dispatch_checked).
+  std::uint64_t check_words = 0;
+  context_state::check_report check;
+  std::shared_ptr<storage> keep;         // an operand plan() made (a contiguous copy): alive until recorded
   /// No output element: nothing to dispatch.
   bool empty() const { return first.source == nullptr; }
 };
@@ -147,8 +153,8 @@ planned_kernel planned(std::vector<const storage*> operands, const K& kn) {
 }
 
 /// Records a planned kernel whose output is `out`: a binding per operand (the output's
-/// written; uniform texel views where the plan reads them), the partials' temporary after
-/// them for two dispatches, then the dispatches.
+/// written; uniform texel views where the plan reads them), then the partials'
+/// temporary for two dispatches or the check buffer, then the dispatches.
 KILN_DECL void record_planned(context_state& ctx, const planned_kernel& k, const storage& out);
 
 /// out = n for a planned tree holding one structural node: its op's kernel, planned and

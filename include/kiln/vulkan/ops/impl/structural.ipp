@@ -25,8 +25,10 @@ KILN_DECL planned_kernel planned(std::vector<const storage*> operands, const str
 KILN_DECL void record_planned(context_state& ctx, const planned_kernel& k, const storage& out) {
   const structural_plan& plan = k.first.source->plan;
   KILN_ASSERT(k.operands.size() == plan.bindings);
-  const std::uint32_t nb = plan.bindings + (k.second.source ? 1u : 0u);
-  std::vector<context_state::binding> b(nb);
+  KILN_ASSERT(!(k.check_words && k.second.source));
+  // the partials, or the check buffer (dispatch_checked binds that one)
+  const std::uint32_t nb = plan.bindings + (k.second.source || k.check_words ? 1u : 0u);
+  std::vector<context_state::binding> b(plan.bindings + (k.second.source ? 1u : 0u));
   for (std::uint32_t i = 0; i < plan.bindings; ++i) {
     const storage* st = k.operands[i];
     b[i] = {&st->alloc(), &st->access(), st == &out, i < 32 && (plan.texel_bindings >> i) & 1u};
@@ -43,6 +45,10 @@ KILN_DECL void record_planned(context_state& ctx, const planned_kernel& k, const
                        plan.params_buffer ? bytes : 0, d.wg, d.constants};
   };
   const auto push = std::as_bytes(std::span(k.push));
+  if (k.check_words) {
+    ctx.dispatch_checked(spec(k.first), b, push, ctx.grid_for(k.first.tasks), k.check_words, k.check);
+    return;
+  }
   ctx.dispatch(spec(k.first), b, push, ctx.grid_for(k.first.tasks));
   if (k.second.source) {
     b[plan.bindings].write = false;
