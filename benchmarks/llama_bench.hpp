@@ -60,7 +60,7 @@ inline kiln::llama::config shape() {
 }
 
 constexpr index_t prompt_len = 128;
-constexpr index_t max_len = 512;
+constexpr index_t max_len = 1024;  // room for the GPU check's 512-token prefill
 
 /// A model of shape() with uniform random weights in +-1/sqrt(fan-in) (norm weights 1);
 /// Q: the projections and LM head quantized as load_options::quant would.
@@ -109,22 +109,22 @@ kiln::llama::model<W, B>& cached(const kiln::context<B>& ctx) {
   return *m;
 }
 
-inline std::vector<std::int32_t> prompt() {
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(prompt_len));
+inline std::vector<std::int32_t> prompt(index_t n = prompt_len) {
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7919 + 1) % 32000);
   return ids;
 }
 
 template <class W, class B, kiln::llama::weight_quant Q = kiln::llama::weight_quant::none>
-void prefill(benchmark::State& state, const kiln::context<B>& ctx) {
+void prefill(benchmark::State& state, const kiln::context<B>& ctx, index_t n = prompt_len) {
   auto& m = cached<W, B, Q>(ctx);
-  const auto ids = prompt();
+  const auto ids = prompt(n);
   for (auto _ : state) {
     m.reset();
     auto logits = m.forward(ids);
     benchmark::DoNotOptimize(logits.to_host());  // waits for the step
   }
-  state.counters["tok/s"] = benchmark::Counter(double(prompt_len), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tok/s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 template <class W, class B, kiln::llama::weight_quant Q = kiln::llama::weight_quant::none>

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh [OUT_DIR] — kiln's one-command GPU check (run it on a machine with a
+# Vulkan GPU; nothing in CI runs it):
+#   1. builds the Vulkan tests and vulkan_gpu_bench in Release with every core, into
+#      $KILN_GPU_BUILD (default build/gpu) — skipped when both binaries are there already
+#      and KILN_GPU_REBUILD is unset (a build made elsewhere and carried in);
+#   2. runs the whole Vulkan test suite on the GPU, validation layer on (kiln's test
+#      fixture turns it on), in one process per shard over the cores;
+#   3. runs vulkan_gpu_bench (GEMM, attention, quantized matvec, the 1B-shape decoder, the
+#      copy bandwidth; medians of 3 repetitions);
+#   4. writes OUT_DIR/gpu-<device>.json and OUT_DIR/gpu-<device>.md (default docs/bench),
+#      each figure beside the device's peak (scripts/gpu_report.py), plus the raw logs
+#      under OUT_DIR/gpu-check-<device>/.
+# Bounded: each step has its own timeout; the whole check is sized to end within 8 minutes
+# on an H100/H200. Exit status: 0 when every test passed and every benchmark ran.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-docs/bench}"
+build="${KILN_GPU_BUILD:-build/gpu}"
+jobs="$(nproc)"
+work="$(mktemp -d)"
+start=$(date +%s)
+stamp() { echo "[gpu_check +$(($(date +%s) - start))s] $*"; }
+mkdir -p "$out"
+
+tests_bin="$build/tests/kiln_vulkan_tests"
+bench_bin="$build/benchmarks/vulkan_gpu_bench"
+if [[ -n "${KILN_GPU_REBUILD:-}" || ! -x "$tests_bin" || ! -x "$bench_bin" ]]; then
+  stamp "building into $build with $jobs jobs"
+  timeout 300 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_VULKAN=ON >"$work/configure.log" 2>&1 &&
+    timeout 300 cmake --build "$build" -j "$jobs" --target kiln_vulkan_tests vulkan_gpu_bench >"$work/build.log" 2>&1
+  rc=$?
+  tail -20 "$work/build.log" 2>/dev/null
+  if [[ $rc -ne 0 ]]; then
+    stamp "build failed (status $rc)"
+    tail -40 "$work/configure.log"
+    exit 1
+  fi
+fi
+
+export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$work/cache}"
+
+logs="$work/logs"
+mkdir -p "$logs"
+
+# 2. the Vulkan suite, sharded over processes (each shard one context, validation on)
+shards=$((jobs < 8 ? jobs : 8))
+stamp "Vulkan tests: $shards shards"
+pids=()
+for ((i = 0; i < shards; ++i)); do
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${KILN_GPU_TEST_TIMEOUT:-180}" "$tests_bin" \
+    --gtest_output="json:$work/tests-$i.json" >"$work/tests-$i.log" 2>&1 &
+  pids+=($!)
+done
+test_rc=0
+for p in "${pids[@]}"; do wait "$p" || test_rc=1; done
+cat "$work"/tests-*.log >"$logs/tests.log"
+grep -E '^\[  (FAILED|PASSED)|tests ran|^\[  SKIPPED \] [0-9]' "$logs/tests.log" | sort | uniq -c | head -40
+stamp "Vulkan tests done (status $test_rc)"
+
+# 3. the benchmarks (most telling first; a run cut off by its timeout keeps the figures
+# so far: the report reads the unfinished JSON and names what did not run)
+stamp "benchmarks"
+timeout "${KILN_GPU_BENCH_TIMEOUT:-270}" "$bench_bin" --benchmark_out="$work/bench-main.json" \
+  --benchmark_out_format=json ${KILN_GPU_BENCH_ARGS:-} >"$logs/bench.log" 2>&1
+bench_rc=$?
+grep -E '_median|ERROR' "$logs/bench.log" | cut -c1-200
+stamp "benchmarks done (status $bench_rc)"
+
+# 4. the report, named after the device kiln opened (the benchmark's context names it)
+device_name="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["context"]["kiln_device"])' \
+  "$work/bench-main.json" 2>/dev/null || echo unknown)"
+slug="$(echo "$device_name" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+|-+$//g')"
+python3 scripts/gpu_report.py --bench "$work"/bench-*.json --tests "$work"/tests-*.json --out "$out" --slug "$slug"
+report_rc=$?
+cp "$work"/bench-*.json "$logs/" 2>/dev/null
+python3 -c 'import json,sys; print(json.dumps([json.load(open(p)) for p in sys.argv[1:]]))' "$work"/tests-*.json \
+  >"$logs/tests.json" 2>/dev/null
+rm -rf "$out/gpu-check-$slug" && cp -r "$logs" "$out/gpu-check-$slug"
+stamp "report written to $out/gpu-$slug.{json,md}, logs in $out/gpu-check-$slug (status $report_rc)"
+rm -rf "$work"
+[[ $test_rc -eq 0 && $bench_rc -eq 0 && $report_rc -eq 0 ]]

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""scripts/gpu_report.py — turns one GPU check (scripts/gpu_check.sh) into
+docs/bench/gpu-<device>.json and .md: every figure of vulkan_gpu_bench beside the device's
+peak, the Vulkan suite's result, and the GPU issue's acceptance lines.
+
+Peaks: compute from the table below (keyed by a substring of the Vulkan device name, with
+its source); memory from the check's own copy benchmark (bytes read + written per second),
+beside the data-sheet bandwidth for reference. An unknown device gets no compute shares.
+"""
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+# Dense (no sparsity) peaks in TFLOP/s (int8: TOP/s) and HBM GB/s, from the vendors' data
+# sheets; the sheets print tensor figures "with sparsity", twice the dense ones below.
+PEAKS = [
+    ("H200", {"f16": 989.4, "bf16": 989.4, "tf32": 494.7, "f32": 66.9, "int8": 1978.9, "hbm_gbs": 4800,
+              "source": "NVIDIA H200 Tensor Core GPU data sheet (SXM): FP16/BF16 1,979 TFLOPS and INT8 3,958 TOPS "
+                        "with sparsity, FP32 67 TFLOPS, 4.8 TB/s"}),
+    ("H100 PCIe", {"f16": 756.5, "bf16": 756.5, "tf32": 378.0, "f32": 51.2, "int8": 1513.0, "hbm_gbs": 2000,
+                   "source": "NVIDIA H100 Tensor Core GPU data sheet (PCIe): FP16/BF16 1,513 TFLOPS with sparsity, "
+                             "FP32 51 TFLOPS, 2 TB/s"}),
+    ("H100 NVL", {"f16": 835.5, "bf16": 835.5, "tf32": 417.5, "f32": 60.0, "int8": 1671.0, "hbm_gbs": 3900,
+                  "source": "NVIDIA H100 Tensor Core GPU data sheet (NVL): FP16/BF16 1,671 TFLOPS with sparsity, "
+                            "FP32 60 TFLOPS, 3.9 TB/s"}),
+    ("H100", {"f16": 989.4, "bf16": 989.4, "tf32": 494.7, "f32": 66.9, "int8": 1978.9, "hbm_gbs": 3350,
+              "source": "NVIDIA H100 Tensor Core GPU data sheet (SXM): FP16/BF16 1,979 TFLOPS and INT8 3,958 TOPS "
+                        "with sparsity, FP32 67 TFLOPS, 3.35 TB/s"}),
+]
+
+
+def peaks_for(device):
+    for key, p in PEAKS:
+        if key.lower() in device.lower():
+            return p
+    return None
+
+
+def parse_json_prefix(text):
+    """Google Benchmark writes its JSON as it goes: a run ended by its timeout leaves the
+    entries so far, unclosed. Keep those (the text up to the last complete entry)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    cut = text.rfind("\n    },")
+    while cut > 0:
+        try:
+            return json.loads(text[:cut] + "\n    }\n  ]\n}\n")
+        except ValueError:
+            cut = text.rfind("\n    },", 0, cut)
+    raise ValueError("no complete benchmark entry")
+
+
+def load_bench(path):
+    data = parse_json_prefix(Path(path).read_text())
+    rows = {}
+    for b in data.get("benchmarks", []):
+        name = b.get("run_name", b["name"]).removesuffix("/real_time")
+        if b.get("error_occurred"):
+            rows[name] = {"error": b.get("error_message", "error")}
+            continue
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        row = {"ms": b["real_time"] if b.get("time_unit") == "ms" else None, "label": b.get("label", "")}
+        if row["ms"] is None:
+            scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
+            row["ms"] = b["real_time"] * scale
+        for k in ("TFLOP/s", "GB/s", "tok/s", "flops", "bytes", "inner", "tokens"):
+            if k in b:
+                row[k] = b[k]
+        row["ms"] /= row.get("inner", 1)  # one statement (an iteration records `inner`)
+        rows[name] = row
+    return data.get("context", {}), rows
+
+
+def load_tests(paths):
+    total = failed = skipped = 0
+    failures = []
+    for p in paths:
+        if str(p).endswith(".log"):  # GoogleTest's console output
+            for line in Path(p).read_text(errors="replace").splitlines():
+                if line.startswith(("[       OK ]", "[  FAILED  ] ", "[  SKIPPED ] ")) and " ms)" in line:
+                    total += 1
+                    skipped += line.startswith("[  SKIPPED ]")
+                    if line.startswith("[  FAILED  ]"):
+                        failed += 1
+                        failures.append(line[13:].strip())
+            continue
+        try:
+            d = json.loads(Path(p).read_text())
+        except (OSError, ValueError) as e:
+            failures.append(f"{p}: no result ({e}) — the shard crashed or timed out")
+            continue
+        for suite in d.get("testsuites", []):
+            for t in suite.get("testsuite", []):
+                total += 1
+                if t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN":
+                    skipped += 1
+                if t.get("failures"):
+                    failed += 1
+                    msg = t["failures"][0].get("failure", "").splitlines()
+                    failures.append(f"{suite['name']}.{t['name']}: {' / '.join(msg[:3])}")
+    return {"tests": total, "failed": failed, "skipped": skipped, "failures": failures}
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", nargs="+", required=True)
+    ap.add_argument("--tests", nargs="*", default=[])
+    ap.add_argument("--out", default="docs/bench")
+    ap.add_argument("--slug", default=None)
+    a = ap.parse_args()
+
+    ctx, rows = {}, {}
+    for path in a.bench:  # a run cut off by its timeout leaves no JSON: its rows are missing
+        try:
+            c, r = load_bench(path)
+            ctx = ctx or c
+            rows.update(r)
+        except (OSError, ValueError) as e:
+            print(f"gpu_report: cannot read {path}: {e}", file=sys.stderr)
+    device = ctx.get("kiln_device", "unknown")
+    slug = a.slug or "".join(c if c.isalnum() else "-" for c in device.lower()).strip("-")
+    peak = peaks_for(device)
+    copy = rows.get("gpu/copy/f32", {}).get("GB/s")
+    expected = ctx.get("kiln_benchmarks", "").split()
+    for name in expected:  # registered but absent: cut off by a timeout
+        rows.setdefault(name, {"error": "did not run (filtered out, or the run was cut off by its timeout)"})
+    tests = load_tests(a.tests)
+
+    def share(name, value, ref):
+        return None if value is None or not ref else value / ref
+
+    figures = []
+    for name, r in rows.items():
+        f = {"name": name, **r}
+        parts = name.split("/")
+        if "error" not in r:
+            if parts[1] in ("gemm", "linear") and peak:
+                f["peak"] = peak[parts[2]] if parts[2] in ("f16", "bf16") else peak["f32"]
+                f["peak_of"] = "dense tensor TFLOP/s" if parts[2] in ("f16", "bf16") else "f32 FMA TFLOP/s"
+                f["share"] = share(name, r.get("TFLOP/s"), f["peak"])
+            elif parts[1] == "attention" and parts[3] == "prefill" and peak:
+                f["peak"] = peak["f16"] if parts[2] == "f16" else peak["f32"]
+                f["peak_of"] = "dense tensor TFLOP/s" if parts[2] == "f16" else "f32 FMA TFLOP/s"
+                f["share"] = share(name, r.get("TFLOP/s"), f["peak"])
+            elif "GB/s" in r and name != "gpu/copy/f32":
+                f["peak"] = copy
+                f["peak_of"] = "measured copy GB/s"
+                f["share"] = share(name, r.get("GB/s"), copy)
+            elif name == "gpu/copy/f32" and peak:
+                f["peak"] = peak["hbm_gbs"]
+                f["peak_of"] = "data-sheet HBM GB/s"
+                f["share"] = share(name, r.get("GB/s"), peak["hbm_gbs"])
+        figures.append(f)
+
+    def val(name, key):
+        return rows.get(name, {}).get(key)
+
+    def fig(name):
+        return next((f for f in figures if f["name"] == name), {})
+
+    acceptance = []
+
+    def accept(what, value, target, unit=""):
+        ok = value is not None and value >= target
+        acceptance.append({"what": what, "value": value, "target": target, "unit": unit, "met": ok})
+
+    accept("f16 GEMM 4096^3, share of dense f16 tensor peak", fig("gpu/gemm/f16/4096").get("share"), 0.40)
+    accept("bf16 GEMM 4096^3, share of dense bf16 tensor peak", fig("gpu/gemm/bf16/4096").get("share"), 0.40)
+    accept("f32 GEMM 4096^3, share of f32 FMA peak", fig("gpu/gemm/f32/4096").get("share"), 0.60)
+    accept("causal attention f16 B1 H32 S4096 D128, TFLOP/s", val("gpu/attention/f16/prefill/4096", "TFLOP/s"), 200.0,
+           "TFLOP/s")
+    accept("1B-shape decode, f16 weights, share of copy GB/s", fig("gpu/llama/f16/decode").get("share"), 0.70)
+    f16p, f32p = val("gpu/llama/f16/prefill512", "tok/s"), val("gpu/llama/f32/prefill512", "tok/s")
+    accept("512-token prefill, f16 weights over f32 weights (tok/s)", f16p / f32p if f16p and f32p else None, 10.0, "x")
+    accept("int8 matvec 4096, share of copy GB/s", fig("gpu/matvec/int8/4096").get("share"), 0.70)
+    accept("ternary matvec 4096, share of copy GB/s", fig("gpu/matvec/ternary/4096").get("share"), 0.70)
+
+    report = {
+        "device": device,
+        "driver": ctx.get("kiln_driver"),
+        "vulkan_api": ctx.get("kiln_api"),
+        "subgroup_size": ctx.get("kiln_subgroup_size"),
+        "cooperative_matrix": ctx.get("kiln_cooperative_matrix"),
+        "quick": ctx.get("kiln_quick") == "1",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(),
+        "host": {"cpus": ctx.get("num_cpus"), "mhz": ctx.get("mhz_per_cpu")},
+        "peaks": peak,
+        "copy_gbs": copy,
+        "tests": tests,
+        "figures": figures,
+        "acceptance": acceptance,
+    }
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"gpu-{slug}.json").write_text(json.dumps(report, indent=1) + "\n")
+
+    def num(x, unit=""):
+        if x is None:
+            return "—"
+        return f"{x:.3g}{unit}" if abs(x) < 1000 else f"{x:,.0f}{unit}"
+
+    lines = [f"# GPU check: {device}", "",
+             f"{report['date']}, commit {report['commit']}, driver {report['driver']}, Vulkan {report['vulkan_api']}, "
+             f"subgroup {report['subgroup_size']}, cooperative matrix: {report['cooperative_matrix']}.",
+             "Written by `scripts/gpu_check.sh` (`scripts/gpu_report.py`); medians of 3 repetitions.", ""]
+    if peak:
+        lines += [f"Peaks: {peak['source']}. Memory shares are against this run's copy "
+                  f"({num(copy)} GB/s, bytes read + written).", ""]
+    lines += ["## Vulkan test suite (validation layer on)", "",
+              f"{tests['tests']} tests, {tests['failed']} failed, {tests['skipped']} skipped.", ""]
+    for f in tests["failures"][:40]:
+        lines.append(f"- FAILED {f}")
+    lines += ["", "## Acceptance lines of the GPU issue", "", "| figure | value | target | met |", "|---|---|---|---|"]
+    for r in acceptance:
+        pct = r["unit"] == ""
+        v = "—" if r["value"] is None else (f"{100 * r['value']:.1f}%" if pct else f"{num(r['value'])} {r['unit']}")
+        t = f"{100 * r['target']:.0f}%" if pct else f"{num(r['target'])} {r['unit']}"
+        lines.append(f"| {r['what']} | {v} | {t} | {'yes' if r['met'] else 'no'} |")
+    lines += ["", "## Figures", "", "| benchmark | ms each | TFLOP/s | GB/s | tok/s | share | of | kernel |",
+              "|---|---|---|---|---|---|---|---|"]
+    for f in figures:
+        if "error" in f:
+            lines.append(f"| {f['name']} | error: {f['error']} | | | | | | |")
+            continue
+        s = f.get("share")
+        lines.append(f"| {f['name']} | {num(f.get('ms'))} | {num(f.get('TFLOP/s'))} | {num(f.get('GB/s'))} | "
+                     f"{num(f.get('tok/s'))} | {'—' if s is None else f'{100 * s:.1f}%'} | {f.get('peak_of', '')} | "
+                     f"{f.get('label', '')} |")
+    (out / f"gpu-{slug}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    missing = [f["name"] for f in figures if "error" in f]
+    return 0 if rows and not missing and tests["failed"] == 0 and not tests["failures"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
