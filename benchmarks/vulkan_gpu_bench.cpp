@@ -4,6 +4,7 @@
 // device's peak:
 //   gpu/copy/f32                    b = a over 256 MiB: counter "bytes" (read + written)
 //   gpu/gemm/<dtype>/<n>            n x n x n, dtype f32 / f16 / bf16 (both operands), "flops"
+//   gpu/gemm/f16_tiled/4096         the f16 product forced onto the scalar tiled kernel
 //   gpu/linear/<dtype>/512x<N>x4096 x [512, 4096] @ w^T, w [N, 4096] (N = 4096, 11008)
 //   gpu/attention/<dtype>/prefill/<S>  B1 H32 S x S D128, causal: "flops" counts the
 //                                   visible half (4 H S S D / 2)
@@ -104,12 +105,26 @@ void BM_copy(benchmark::State& s) {
   counters(s, 0, bytes, inner);
 }
 
+/// KILN_VULKAN_GEMM=variant for one benchmark (none: kiln's choice).
+struct forced_gemm {
+  explicit forced_gemm(const char* v) : set(v != nullptr) {
+    if (set) ::setenv("KILN_VULKAN_GEMM", v, 1);
+  }
+  ~forced_gemm() {
+    if (set) ::unsetenv("KILN_VULKAN_GEMM");
+  }
+  forced_gemm(const forced_gemm&) = delete;
+  forced_gemm& operator=(const forced_gemm&) = delete;
+  bool set;
+};
+
 /// y = a @ b^T: a [M, K], b [N, K] (nn.Linear's layout; square products too). Compute-bound
 /// shapes: the operands staying in L2 between iterations is what a real step sees too.
 template <class T>
-void BM_product(benchmark::State& s, index_t M, index_t N, index_t K) {
+void BM_product(benchmark::State& s, index_t M, index_t N, index_t K, const char* variant = nullptr) {
   auto* g = device();
   if (!g) return s.SkipWithError("no Vulkan device");
+  const forced_gemm force(variant);
   const double flops = 2.0 * double(M) * double(N) * double(K);
   auto a = kiln::random<T>(*g, {M, K}, -1, 1, 1);
   auto w = kiln::random<T>(*g, {N, K}, -1, 1, 2);
@@ -215,6 +230,9 @@ void register_all() {
     benchmark::AddCustomContext("kiln_cooperative_matrix", info.cooperative_matrix      ? "used"
                                                            : info.cooperative_matrix_claimed ? "claimed, not allowed"
                                                                                              : "no");
+    std::string shapes;
+    for (const auto& c : info.cooperative_matrix_shapes) shapes += (shapes.empty() ? "" : ", ") + c.label();
+    benchmark::AddCustomContext("kiln_cooperative_matrix_shapes", shapes.empty() ? "none" : shapes);
     benchmark::AddCustomContext("kiln_quick", quick() ? "1" : "0");
   }
   // most telling first: a run cut off by its timeout loses the square products' tail
@@ -235,6 +253,8 @@ void register_all() {
     reg("gpu/attention/f32/decode/" + std::to_string(S), [S](benchmark::State& s) { BM_attention<float>(s, dim(S), true); });
   }
   register_dtype<kiln::half>();
+  // the f16 product on the scalar tiled kernel, for the cooperative-matrix kernel's gain
+  reg("gpu/gemm/f16_tiled/4096", [](benchmark::State& s) { BM_product<kiln::half>(s, dim(4096), dim(4096), dim(4096), "tiled"); });
   register_dtype<float>();
   register_dtype<kiln::bfloat16>();
   benchmark::AddCustomContext("kiln_benchmarks", registered());

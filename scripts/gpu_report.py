@@ -115,7 +115,66 @@ def git_commit():
         return "unknown"
 
 
+README_BEGIN = "<!-- gpu-table: scripts/gpu_report.py --readme README.md writes this table from docs/bench/gpu-*.json -->"
+README_END = "<!-- gpu-table end -->"
+README_ROWS = [  # (figure, label)
+    ("gpu/copy/f32", "copy (GB/s, read + written)"),
+    ("gpu/gemm/f32/4096", "GEMM f32 4096^3"),
+    ("gpu/gemm/f16/4096", "GEMM f16 4096^3"),
+    ("gpu/gemm/f16_tiled/4096", "GEMM f16 4096^3, scalar tiled kernel"),
+    ("gpu/gemm/bf16/4096", "GEMM bf16 4096^3"),
+    ("gpu/linear/f16/512x11008x4096", "x [512, 4096] @ w^T, w [11008, 4096], f16"),
+    ("gpu/attention/f16/prefill/4096", "causal attention f16 B1 H32 S4096 D128"),
+    ("gpu/attention/f16/decode/8192", "decode attention f16 H32 S8192 (GB/s of K, V)"),
+    ("gpu/matvec/int8/4096", "int8 matvec 4096 (GB/s)"),
+    ("gpu/matvec/ternary/4096", "ternary matvec 4096 (GB/s)"),
+    ("gpu/llama/f16/decode", "1B-shape decode, f16 weights (GB/s of weights)"),
+    ("gpu/llama/f16/prefill512", "1B-shape 512-token prefill, f16 (tok/s)"),
+    ("gpu/llama/int8/decode", "1B-shape decode, int8 weights (GB/s of weights)"),
+]
+
+
+def readme_table(paths):
+    reports = [json.loads(Path(p).read_text()) for p in sorted(paths)]
+    reports = [r for r in reports if not r.get("quick")]
+    head = "| figure | " + " | ".join(f"{r['device']} ({r['date'][:10]}, {r['commit']})" for r in reports) + " |"
+    lines = [head, "|---|" + "---|" * len(reports)]
+    for name, label in README_ROWS:
+        cells = []
+        for r in reports:
+            f = next((x for x in r["figures"] if x["name"] == name), None)
+            if not f or "error" in f:
+                cells.append("—")
+                continue
+            if name.endswith("prefill512"):
+                v, unit = f.get("tok/s"), " tok/s"
+            elif "GB/s" in f:
+                v, unit = f.get("GB/s"), " GB/s"
+            else:
+                v, unit = f.get("TFLOP/s"), " TFLOP/s"
+            if v is None:
+                cells.append("—")
+                continue
+            share = f.get("share")
+            cells.append(f"{v:,.1f}{unit}" + (f" ({100 * share:.0f}% of {f['peak_of']})" if share else ""))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_readme(readme, paths):
+    text = Path(readme).read_text()
+    if README_BEGIN not in text or README_END not in text:
+        print(f"gpu_report: {readme} has no GPU table markers", file=sys.stderr)
+        return 1
+    a = text.index(README_BEGIN) + len(README_BEGIN)
+    b = text.index(README_END)
+    Path(readme).write_text(text[:a] + "\n" + readme_table(paths) + "\n" + text[b:])
+    return 0
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--readme":
+        return write_readme(sys.argv[2], sys.argv[3:] or [str(p) for p in Path("docs/bench").glob("gpu-*.json")])
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", nargs="+", required=True)
     ap.add_argument("--tests", nargs="*", default=[])
@@ -149,8 +208,9 @@ def main():
         parts = name.split("/")
         if "error" not in r:
             if parts[1] in ("gemm", "linear") and peak:
-                f["peak"] = peak[parts[2]] if parts[2] in ("f16", "bf16") else peak["f32"]
-                f["peak_of"] = "dense tensor TFLOP/s" if parts[2] in ("f16", "bf16") else "f32 FMA TFLOP/s"
+                t = parts[2].split("_")[0]
+                f["peak"] = peak[t] if t in ("f16", "bf16") else peak["f32"]
+                f["peak_of"] = "dense tensor TFLOP/s" if t in ("f16", "bf16") else "f32 FMA TFLOP/s"
                 f["share"] = share(name, r.get("TFLOP/s"), f["peak"])
             elif parts[1] == "attention" and parts[3] == "prefill" and peak:
                 f["peak"] = peak["f16"] if parts[2] == "f16" else peak["f32"]
@@ -195,6 +255,7 @@ def main():
         "vulkan_api": ctx.get("kiln_api"),
         "subgroup_size": ctx.get("kiln_subgroup_size"),
         "cooperative_matrix": ctx.get("kiln_cooperative_matrix"),
+        "cooperative_matrix_shapes": ctx.get("kiln_cooperative_matrix_shapes"),
         "quick": ctx.get("kiln_quick") == "1",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": git_commit(),
@@ -216,7 +277,8 @@ def main():
 
     lines = [f"# GPU check: {device}", "",
              f"{report['date']}, commit {report['commit']}, driver {report['driver']}, Vulkan {report['vulkan_api']}, "
-             f"subgroup {report['subgroup_size']}, cooperative matrix: {report['cooperative_matrix']}.",
+             f"subgroup {report['subgroup_size']}, cooperative matrix: {report['cooperative_matrix']} "
+             f"(shapes the driver reports: {report['cooperative_matrix_shapes']}).",
              "Written by `scripts/gpu_check.sh` (`scripts/gpu_report.py`); medians of 3 repetitions.", ""]
     if peak:
         lines += [f"Peaks: {peak['source']}. Memory shares are against this run's copy "

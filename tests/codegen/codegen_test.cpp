@@ -6,6 +6,7 @@
 
 #include <kiln/kiln.hpp>
 #include <kiln/vulkan/codegen.hpp>
+#include <kiln/vulkan/codegen/gemm.hpp>
 #include <kiln/vulkan/codegen/position.hpp>
 #include <kiln/vulkan/kernels_embedded.hpp>
 
@@ -495,4 +496,44 @@ TEST_F(codegen, lanes_rows_take_vec4_steps_where_every_operand_allows_them) {
   }
   EXPECT_TRUE(structural(y, kiln::layer_norm(x, w, w), lanes).first->plan.params_vec4);
   EXPECT_FALSE(structural(i, kiln::sum(xi, -1), lanes).first->plan.vec4);  // int accumulator
+}
+
+// The cooperative-matrix GEMM (GL_NV_cooperative_matrix): chosen for f16 a and b on a
+// device that reports an f16 x f16 + f32 shape, never otherwise; its source (prologue and
+// epilogue spliced in, b in either staging layout, batches) compiles with glslc. Numerics
+// need a device that has cooperative matrices (tests/vulkan/matmul_test.cpp).
+TEST_F(codegen, cooperative_matrix_gemm_is_chosen_for_f16_operands_and_compiles) {
+  vk::gemm_device dev;
+  dev.subgroup = 32;
+  dev.shared_bytes = 49152;
+  dev.max_invocations = dev.max_wg_x = 1024;
+  dev.cm_m = dev.cm_n = dev.cm_k = 16;
+  const auto gemm = [&](const auto& out, const auto& e) {
+    const auto planned = kiln::detail::plan_node<true>(e);
+    return vk::make_gemm_kernel(out, planned, dev, 128, vk::kernels::gemm_naive, vk::kernels::gemm_tiled,
+                                vk::kernels::gemm_matvec, vk::kernels::gemm_merge, vk::kernels::gemm_coopmat);
+  };
+  auto a = kiln::zeros<kiln::half>(ctx, {3, 200, 72}), b = kiln::zeros<kiln::half>(ctx, {72, 96});
+  auto w = kiln::zeros<kiln::half>(ctx, {96, 72}), bias = kiln::zeros<kiln::half>(ctx, {96});
+  auto y = kiln::empty<kiln::half>(ctx, {3, 200, 96}), yf = kiln::empty<kiln::half>(ctx, {3, 200, 96});
+  const auto k1 = gemm(yf, kiln::gelu(kiln::matmul(a * 2.0f, b) + bias));  // b along n: [k][n] staging
+  EXPECT_EQ(k1.choice.kind, vk::gemm_kind::coopmat);
+  EXPECT_EQ(k1.choice.name(), "vulkan.gemm.coopmat 64x64 (16x16x16 f16, 4 subgroups)");
+  EXPECT_EQ(k1.first_wg, 128u);
+  EXPECT_EQ(glslc_errors(k1.first->glsl, "gemm_coopmat_b_rows"), "") << k1.first->glsl;
+  const auto k2 = gemm(y, kiln::matmul(a, kiln::transpose(w)));  // nn.Linear's layout: [n][k] staging
+  EXPECT_EQ(k2.choice.kind, vk::gemm_kind::coopmat);
+  EXPECT_NE(k2.first->glsl.find("#define KILN_CM_BT 1"), std::string::npos);
+  EXPECT_EQ(glslc_errors(k2.first->glsl, "gemm_coopmat_b_columns"), "") << k2.first->glsl;
+  auto odd = kiln::zeros<kiln::half>(ctx, {37, 33}), odd_b = kiln::zeros<kiln::half>(ctx, {33, 19});
+  auto yo = kiln::empty<kiln::half>(ctx, {37, 19});
+  const auto k3 = gemm(yo, kiln::matmul(odd, odd_b));  // no vec4 reads
+  EXPECT_EQ(k3.choice.kind, vk::gemm_kind::coopmat);
+  EXPECT_EQ(glslc_errors(k3.first->glsl, "gemm_coopmat_scalar"), "") << k3.first->glsl;
+  // f32 operands keep the f32 kernel; so does a device without cooperative matrices
+  auto af = kiln::zeros<float>(ctx, {200, 72}), bf = kiln::zeros<float>(ctx, {72, 96});
+  auto y2 = kiln::empty<float>(ctx, {200, 96});
+  EXPECT_EQ(gemm(y2, kiln::matmul(af, bf)).choice.kind, vk::gemm_kind::tiled);
+  dev.cm_m = dev.cm_n = dev.cm_k = 0;
+  EXPECT_EQ(gemm(yf, kiln::matmul(a, b)).choice.kind, vk::gemm_kind::tiled);
 }

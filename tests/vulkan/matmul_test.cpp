@@ -11,6 +11,7 @@
 // the result's own rounding. Operands are rounded to their dtype before the reference.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -177,6 +178,8 @@ TEST_F(matmul, half_and_bfloat16) {
   auto g = kiln_test::rng();
   for (index_t n : {1, 5, 63, 130}) {
     check_product(rand_tensor<kiln::half>(g, {n, 70}), rand_tensor<kiln::half>(g, {70, n}), "f16 @ f16, " + std::to_string(n));
+    // K % 4 == 0: a read four halves at a time as one uvec2
+    check_product(rand_tensor<kiln::half>(g, {n, 72}), rand_tensor<kiln::half>(g, {72, n}), "f16 @ f16 (K 72), " + std::to_string(n));
     check_product(rand_tensor<kiln::bfloat16>(g, {n, 70}), rand_tensor<kiln::bfloat16>(g, {70, n}),
                   "bf16 @ bf16, " + std::to_string(n));
     check_product(rand_tensor(g, {n, 72}), rand_tensor<kiln::half>(g, {72, n}), "f32 @ f16, " + std::to_string(n));
@@ -184,6 +187,55 @@ TEST_F(matmul, half_and_bfloat16) {
     check_product(rand_tensor(g, {1, 72}), kiln::transpose(w), "f32 @ transpose(bf16 w), " + std::to_string(n));
     check_product(rand_tensor(g, {n, 72}), kiln::transpose(w), "f32 [n, 72] @ transpose(bf16 w), " + std::to_string(n));
   }
+}
+
+// The cooperative-matrix kernel (f16 a and b, f32 accumulators), forced, on a device that
+// has cooperative matrices (an NVIDIA GPU; skipped on lavapipe): tails in every dimension,
+// K not a multiple of the matrix depth, batches, both staging layouts of b, both tile
+// sizes, a fused epilogue, NaN and infinity carried through.
+TEST_F(matmul, cooperative_matrix_f16) {
+  auto& ctx = kiln_test::gpu();
+  const auto& info = kiln::vulkan::device(ctx);
+  if (!info.cooperative_matrix || !info.cooperative_matrix_nv) {
+    GTEST_SKIP() << info.label() << " has no cooperative matrices kiln uses";
+  }
+  kiln_test::scoped_env force("KILN_VULKAN_GEMM", "coopmat");
+  auto g = kiln_test::rng();
+  const auto cm = [&](const auto& a, const auto& b, const std::string& what) {
+    EXPECT_NE(check_product(a, b, what).find("coopmat"), std::string::npos) << what;
+  };
+  for (const auto& s : std::vector<std::array<index_t, 3>>{{16, 16, 16}, {37, 19, 33}, {130, 70, 96}, {64, 64, 70}, {200, 129, 256}}) {
+    cm(rand_tensor<kiln::half>(g, {s[0], s[2]}), rand_tensor<kiln::half>(g, {s[2], s[1]}), dims(s[0], s[1], s[2]) + ", f16");
+    auto w = rand_tensor<kiln::half>(g, {s[1], s[2]});
+    cm(rand_tensor<kiln::half>(g, {s[0], s[2]}), kiln::transpose(w), dims(s[0], s[1], s[2]) + ", f16 @ transpose(w)");
+  }
+  cm(rand_tensor<kiln::half>(g, {3, 130, 72}), rand_tensor<kiln::half>(g, {72, 96}), "batched [3, 130, 72] @ [72, 96]");
+  cm(rand_tensor<kiln::half>(g, {2, 65, 40}), rand_tensor<kiln::half>(g, {2, 40, 33}), "batched both");
+  const auto big = check_product(rand_tensor<kiln::half>(g, {1024, 64}), rand_tensor<kiln::half>(g, {64, 1024}), "1024 x 1024 x 64");
+  EXPECT_NE(big.find("coopmat 128x128"), std::string::npos) << big;
+
+  // NaN and infinity in a reach exactly the outputs of their rows
+  std::vector<kiln::half> ha(48 * 40, kiln::half(0.5f));
+  ha[3 * 40 + 7] = kiln::half(std::numeric_limits<float>::quiet_NaN());
+  ha[5 * 40 + 1] = kiln::half(std::numeric_limits<float>::infinity());
+  auto a = kiln::from_host(ctx, {48, 40}, std::span<const kiln::half>(ha));
+  std::vector<kiln::half> hb(40 * 24, kiln::half(0.25f));
+  auto b = kiln::from_host(ctx, {40, 24}, std::span<const kiln::half>(hb));
+  cm(a, b, "NaN and infinity in a");
+
+  // a fused epilogue: gelu(a @ b + bias), f16 out
+  auto x = rand_tensor<kiln::half>(g, {100, 72}), w = rand_tensor<kiln::half>(g, {72, 45}), bias = rand_tensor<kiln::half>(g, {45});
+  kiln::tensor<kiln::half, kiln::vulkan> y;
+  EXPECT_NE(kiln::kernel_variant(kiln::gelu(kiln::matmul(x, w) + bias)).find("coopmat"), std::string::npos);
+  y = kiln::gelu(kiln::matmul(x, w) + bias);
+  const auto hx = doubles(x.to_host()), hw = doubles(w.to_host()), hbias = doubles(bias.to_host());
+  reference r = ref_matmul(hx, {100, 72}, hw, {72, 45}, 0x1p-11);
+  for (std::size_t i = 0; i < r.value.size(); ++i) {
+    const double v = r.value[i] + hbias[i % 45];
+    r.value[i] = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    r.tol[i] = r.tol[i] * 1.2 + 0x1p-10 * std::fabs(v) + 1e-5;  // f16 rounding of the sum before gelu
+  }
+  expect_close(y.to_host(), r, "gelu(x @ w + bias), f16");
 }
 
 TEST_F(matmul, fused_epilogues_and_prologues_are_one_dispatch) {

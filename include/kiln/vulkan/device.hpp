@@ -166,6 +166,17 @@ struct memory_type_info {
   bool host_cached = false;
 };
 
+/// One cooperative-matrix product a device offers; types as kiln names them ("f16",
+/// "f32", "i8", "i32", "u8", ...; "other" for the rest).
+struct cooperative_matrix_shape {
+  std::uint32_t m = 0, n = 0, k = 0;
+  std::string a, b, c, d;
+  /// "16x16x16 f16*f16+f32->f32"
+  std::string label() const {
+    return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " + a + "*" + b + "+" + c + "->" + d;
+  }
+};
+
 /// What kiln knows about one physical device. `usable()` is false (with the reason in
 /// `unusable_reason`) when kiln cannot run on it: no compute queue, Vulkan below 1.2, no
 /// timeline semaphores.
@@ -227,6 +238,12 @@ struct device_info {
   bool dot4x8_mixed_accelerated = false;
   bool cooperative_matrix_claimed = false;  ///< the driver advertises an extension for it
   bool cooperative_matrix = false;          ///< claimed AND the driver is on kiln's allow-list
+  /// VK_NV_cooperative_matrix with its cooperativeMatrix feature: the form Debian 12's
+  /// glslang compiles (GL_NV_cooperative_matrix). kiln enables it where `cooperative_matrix`.
+  bool cooperative_matrix_nv = false;
+  /// The subgroup-scope products the driver reports (vkGetPhysicalDeviceCooperativeMatrixPropertiesNV):
+  /// D (m x n) = A (m x k) * B (k x n) + C, with each matrix's component type.
+  std::vector<cooperative_matrix_shape> cooperative_matrix_shapes;
 
   // memory
   std::uint64_t max_allocation_size = 0;  ///< maxMemoryAllocationSize
@@ -269,7 +286,9 @@ KILN_DECL bool cooperative_matrix_allowed(std::uint32_t driver_id, std::uint32_t
 KILN_DECL std::vector<std::string> subgroup_op_names(VkSubgroupFeatureFlags f);
 
 /// Describes one physical device (queries only; creates nothing).
-KILN_DECL device_info describe(VkPhysicalDevice pd, int index);
+KILN_DECL device_info describe(VkPhysicalDevice pd, int index, VkInstance inst = VK_NULL_HANDLE);
+/// The subgroup-scope shapes of VK_NV_cooperative_matrix on pd (none without the entry point).
+KILN_DECL std::vector<cooperative_matrix_shape> cooperative_matrix_shapes_nv(VkInstance inst, VkPhysicalDevice pd);
 
 KILN_DECL std::vector<device_info> describe_all(const instance& inst, std::vector<VkPhysicalDevice>* handles = nullptr);
 

@@ -961,6 +961,173 @@ void main() {
 }
 )kiln_glsl";
 
+/// gemm/coopmat.comp
+inline constexpr std::string_view gemm_coopmat = R"kiln_glsl(// kernels/gemm/coopmat.comp — the matmul on cooperative matrices (GL_NV_cooperative_matrix;
+// a fragment after the generated part: kiln_prologue, kiln_epilogue, kiln_batch, kiln_b,
+// kiln_a_vec4, kiln_b_vec4 and the parameters p, as tiled.comp).
+// Sizes are #defines of the generated part (cooperative-matrix types need constant sizes):
+//   KILN_BM x KILN_BN   the workgroup's output tile; KILN_BK the k depth staged at a time
+//   KILN_SGM x KILN_SGN subgroups per workgroup; each owns a (BM / SGM) x (BN / SGN) block
+//   KILN_CM x KILN_CN x KILN_CK  the cooperative-matrix product the driver reports
+//   KILN_CM_BT          b staged [n][k] (1) or [k][n] (0, when read four n at a time)
+// Workgroup: local_size_x = WG (specialisation constant 2) = SGM * SGN * subgroup size;
+//   one workgroup per task (batch, tile row, tile column; n fastest), numbered as tiled.comp.
+// Each k step stages BM x BK of a (through the prologue) and BK x BN of b in shared memory
+// as f16 (a and b are f16 tensors, so nothing is rounded that was not f16 already), rows
+// padded by 8 halves (16 bytes) so that the matrix loads stay aligned; out-of-range
+// elements stage as zeros. Accumulators are f32. At the end each subgroup stores one
+// accumulator at a time into its own CM x CN shared tile, and its invocations apply the
+// epilogue to each element in range, so any fused epilogue runs exactly as in tiled.comp.
+layout(local_size_x_id = 2) in;
+layout(constant_id = 2) const uint WG = 128;
+
+const uint AS = KILN_BK + 8u;  // a row stride in shared memory (halves)
+shared float16_t kiln_as[KILN_BM * AS];  // [m][k]
+#if KILN_CM_BT
+const uint BS = KILN_BK + 8u;
+shared float16_t kiln_bs[KILN_BN * BS];  // [n][k]
+#else
+const uint BS = KILN_BN + 8u;
+shared float16_t kiln_bs[KILN_BK * BS];  // [k][n]
+#endif
+const uint TMI = KILN_BM / KILN_SGM / KILN_CM;  // matrices per subgroup along m
+const uint TNI = KILN_BN / KILN_SGN / KILN_CN;  // ... along n
+shared float kiln_cs[KILN_SGM * KILN_SGN * KILN_CM * KILN_CN];
+
+void main() {
+  uint task = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  uint tiles = p.tiles_m * p.tiles_n;
+  uint bo = task / tiles;
+  if (bo >= p.batches) return;  // whole workgroups: uniform
+  uint t = task % tiles;
+  uint m0 = (t / p.tiles_n) * KILN_BM, n0 = (t % p.tiles_n) * KILN_BN;
+  uint apos, belem;
+  kiln_batch(bo, apos, belem);
+  uint lid = gl_LocalInvocationIndex;
+  uint sg = gl_SubgroupID;
+  uint wm = sg / KILN_SGN, wn = sg % KILN_SGN;
+
+  fcoopmatNV<32, gl_ScopeSubgroup, KILN_CM, KILN_CN> acc[TMI * TNI];
+  [[unroll]] for (uint i = 0u; i < TMI * TNI; ++i) acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, KILN_CM, KILN_CN>(0.0);
+
+  for (uint k0 = 0u; k0 < p.K; k0 += KILN_BK) {
+    // a: BM rows x BK k
+#if KILN_A4
+    const uint A_ITEMS = KILN_BM * (KILN_BK / 4u);
+    [[unroll]] for (uint r = 0u; r < (A_ITEMS + WG - 1u) / WG; ++r) {
+      uint i = r * WG + lid;
+      if (A_ITEMS % WG == 0u || i < A_ITEMS) {
+        uint m = i / (KILN_BK / 4u), kq = (i % (KILN_BK / 4u)) * 4u;
+        uint gm = m0 + m, gk = k0 + kq;
+        vec4 v = vec4(0.0);
+        if (gm < p.M && gk < p.K) v = kiln_a_vec4(apos + gm * p.K + gk);  // K % 4 == 0: all four in range
+        uint at = m * AS + kq;
+        kiln_as[at] = float16_t(v.x);
+        kiln_as[at + 1u] = float16_t(v.y);
+        kiln_as[at + 2u] = float16_t(v.z);
+        kiln_as[at + 3u] = float16_t(v.w);
+      }
+    }
+#else
+    const uint A_ITEMS = KILN_BM * KILN_BK;
+    [[unroll]] for (uint r = 0u; r < (A_ITEMS + WG - 1u) / WG; ++r) {
+      uint i = r * WG + lid;
+      if (A_ITEMS % WG == 0u || i < A_ITEMS) {
+        uint m = i / KILN_BK, kk = i % KILN_BK;
+        uint gm = m0 + m, gk = k0 + kk;
+        float v = 0.0;
+        if (gm < p.M && gk < p.K) v = kiln_prologue(apos + gm * p.K + gk);
+        kiln_as[m * AS + kk] = float16_t(v);
+      }
+    }
+#endif
+    // b: BK k x BN columns
+#if KILN_B4N
+    const uint B_ITEMS = KILN_BK * (KILN_BN / 4u);
+    [[unroll]] for (uint r = 0u; r < (B_ITEMS + WG - 1u) / WG; ++r) {
+      uint i = r * WG + lid;
+      if (B_ITEMS % WG == 0u || i < B_ITEMS) {
+        uint kk = i / (KILN_BN / 4u), nq = (i % (KILN_BN / 4u)) * 4u;
+        uint gk = k0 + kk, gn = n0 + nq;
+        vec4 v = vec4(0.0);
+        if (gk < p.K && gn < p.N) v = kiln_b_vec4(uint(int(belem) + int(gk) * p.bsk + int(gn)));
+        uint at = kk * BS + nq;  // !KILN_CM_BT: [k][n]
+        kiln_bs[at] = float16_t(v.x);
+        kiln_bs[at + 1u] = float16_t(v.y);
+        kiln_bs[at + 2u] = float16_t(v.z);
+        kiln_bs[at + 3u] = float16_t(v.w);
+      }
+    }
+#elif KILN_B4K
+    const uint B_ITEMS = KILN_BN * (KILN_BK / 4u);
+    [[unroll]] for (uint r = 0u; r < (B_ITEMS + WG - 1u) / WG; ++r) {
+      uint i = r * WG + lid;
+      if (B_ITEMS % WG == 0u || i < B_ITEMS) {
+        uint n = i / (KILN_BK / 4u), kq = (i % (KILN_BK / 4u)) * 4u;
+        uint gn = n0 + n, gk = k0 + kq;
+        vec4 v = vec4(0.0);
+        if (gn < p.N && gk < p.K) v = kiln_b_vec4(uint(int(belem) + int(gn) * p.bsn + int(gk)));
+        uint at = n * BS + kq;  // KILN_CM_BT: [n][k]
+        kiln_bs[at] = float16_t(v.x);
+        kiln_bs[at + 1u] = float16_t(v.y);
+        kiln_bs[at + 2u] = float16_t(v.z);
+        kiln_bs[at + 3u] = float16_t(v.w);
+      }
+    }
+#else
+    const uint B_ITEMS = KILN_BK * KILN_BN;
+    [[unroll]] for (uint r = 0u; r < (B_ITEMS + WG - 1u) / WG; ++r) {
+      uint i = r * WG + lid;
+      if (B_ITEMS % WG == 0u || i < B_ITEMS) {
+        uint n = i / KILN_BK, kk = i % KILN_BK;  // consecutive invocations along k
+        uint gk = k0 + kk, gn = n0 + n;
+        float v = 0.0;
+        if (gk < p.K && gn < p.N) v = kiln_b(uint(int(belem) + int(gk) * p.bsk + int(gn) * p.bsn));
+        kiln_bs[n * BS + kk] = float16_t(v);  // KILN_CM_BT: [n][k]
+      }
+    }
+#endif
+    barrier();
+    [[unroll]] for (uint kk = 0u; kk < KILN_BK; kk += KILN_CK) {
+      fcoopmatNV<16, gl_ScopeSubgroup, KILN_CM, KILN_CK> af[TMI];
+      fcoopmatNV<16, gl_ScopeSubgroup, KILN_CK, KILN_CN> bf[TNI];
+      [[unroll]] for (uint i = 0u; i < TMI; ++i) {
+        coopMatLoadNV(af[i], kiln_as, (wm * (KILN_BM / KILN_SGM) + i * KILN_CM) * AS + kk, AS, false);
+      }
+      [[unroll]] for (uint j = 0u; j < TNI; ++j) {
+#if KILN_CM_BT
+        coopMatLoadNV(bf[j], kiln_bs, (wn * (KILN_BN / KILN_SGN) + j * KILN_CN) * BS + kk, BS, true);
+#else
+        coopMatLoadNV(bf[j], kiln_bs, kk * BS + wn * (KILN_BN / KILN_SGN) + j * KILN_CN, BS, false);
+#endif
+      }
+      [[unroll]] for (uint i = 0u; i < TMI; ++i) {
+        [[unroll]] for (uint j = 0u; j < TNI; ++j) acc[i * TNI + j] = coopMatMulAddNV(af[i], bf[j], acc[i * TNI + j]);
+      }
+    }
+    barrier();
+  }
+
+  // the epilogue, one accumulator at a time through this subgroup's tile
+  const uint CT = KILN_CM * KILN_CN;
+  uint lane = gl_SubgroupInvocationID;
+  [[unroll]] for (uint i = 0u; i < TMI; ++i) {
+    [[unroll]] for (uint j = 0u; j < TNI; ++j) {
+      coopMatStoreNV(acc[i * TNI + j], kiln_cs, sg * CT, KILN_CN, false);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      uint mb = m0 + wm * (KILN_BM / KILN_SGM) + i * KILN_CM, nb = n0 + wn * (KILN_BN / KILN_SGN) + j * KILN_CN;
+      for (uint e = lane; e < CT; e += gl_SubgroupSize) {
+        uint m = mb + e / KILN_CN, n = nb + e % KILN_CN;
+        if (m < p.M && n < p.N) kiln_epilogue(kiln_cs[sg * CT + e], (bo * p.M + m) * p.N + n);
+      }
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+    }
+  }
+}
+)kiln_glsl";
+
 /// gemm/matvec.comp
 inline constexpr std::string_view gemm_matvec = R"kiln_glsl(// kernels/gemm/matvec.comp — matmul for a few rows of a (M <= 4: the decode step), a
 // fragment after the generated part (kiln_prologue, kiln_epilogue, kiln_batch, kiln_b,
@@ -2030,6 +2197,113 @@ void main() {
 }
 )kiln_glsl";
 
+/// reduce/cumsum.comp
+inline constexpr std::string_view reduce_cumsum = R"kiln_glsl(// kernels/reduce/cumsum.comp — kiln::cumsum (row family): the inclusive prefix sum of each
+// line along the axis. Generated before it (vk_structural_kernel<cumsum_op>,
+// vulkan/ops/cumsum.hpp): #version, the KILN_* defines, the buffers, the parameter block
+// `p` (rows, extent, then the operands' offsets, extents and strides and the scalars) and
+// the hooks
+//   KILN_ACC kiln_prologue(uint pos)                 the input expression at input position pos
+//   void kiln_epilogue(KILN_RESULT value, uint pos)  the output expression at output position pos
+// KILN_ACC (= KILN_RESULT): float for f32, f16, bf16 inputs; int for integer inputs (adds
+// wrap like int32 arithmetic).
+// Layout: one workgroup per line, local_size_x = KILN_WG; line r holds input and output
+// positions r * p.extent + i (the walk order with the axis innermost). Workgroups are
+// numbered gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x (the grid may be 2-D
+// past maxComputeWorkGroupCount[0]); those past the last line return.
+// The line goes in steps of KILN_WG * KILN_PER elements: an invocation scans KILN_PER
+// neighbouring elements serially, the invocations' totals are scanned across the
+// workgroup, and the total of the steps before is carried in every invocation:
+//   KILN_LANES:    the workgroup is one subgroup: shuffles only, no barrier, no shared memory
+//   KILN_SUBGROUP: shuffles within each subgroup, the subgroups' totals through shared memory
+//   neither:       a shared-memory (Hillis-Steele) scan
+// Each element is read and written by one invocation, its write after every read of its
+// step, so `x = cumsum(x)` in place is safe. The step loop is two nested loops, each under
+// the 65535 iterations llvmpipe / lavapipe allow a loop.
+layout(local_size_x = KILN_WG) in;
+
+#if !KILN_LANES
+shared KILN_ACC kiln_scan[KILN_WG];
+#endif
+
+// The sum of v over the invocations before this one (in invocation order), and over all
+// of them (total). Called in uniform control flow.
+KILN_ACC kiln_workgroup_scan(KILN_ACC v, out KILN_ACC total) {
+#if KILN_LANES || KILN_SUBGROUP
+  uint lane = gl_SubgroupInvocationID;
+  KILN_ACC s = v;  // inclusive, within the subgroup
+  for (uint d = 1u; d < gl_SubgroupSize; d <<= 1) {
+    KILN_ACC o = subgroupShuffle(s, lane >= d ? lane - d : lane);
+    if (lane >= d) s += o;
+  }
+  KILN_ACC before = subgroupShuffle(s, lane > 0u ? lane - 1u : 0u);
+  if (lane == 0u) before = KILN_ACC(0);
+#if KILN_LANES
+  total = subgroupShuffle(s, gl_SubgroupSize - 1u);
+  return before;
+#else
+  if (lane == gl_SubgroupSize - 1u) kiln_scan[gl_SubgroupID] = s;
+  barrier();
+  KILN_ACC earlier = KILN_ACC(0), all = KILN_ACC(0);
+  for (uint k = 0u; k < gl_NumSubgroups; ++k) {
+    KILN_ACC t = kiln_scan[k];
+    if (k < gl_SubgroupID) earlier += t;
+    all += t;
+  }
+  barrier();  // kiln_scan is reused by the next step
+  total = all;
+  return earlier + before;
+#endif
+#else
+  uint lid = gl_LocalInvocationIndex;
+  kiln_scan[lid] = v;
+  barrier();
+  for (uint d = 1u; d < KILN_WG; d <<= 1) {
+    KILN_ACC o = lid >= d ? kiln_scan[lid - d] : KILN_ACC(0);
+    barrier();
+    kiln_scan[lid] += o;
+    barrier();
+  }
+  KILN_ACC before = lid > 0u ? kiln_scan[lid - 1u] : KILN_ACC(0);
+  total = kiln_scan[KILN_WG - 1u];
+  barrier();  // kiln_scan is reused by the next step
+  return before;
+#endif
+}
+
+void main() {
+#if KILN_LANES
+  kiln_copy_params();  // p: a private copy, kept in registers across stores
+#endif
+  uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  if (row >= p.rows) return;  // whole workgroups: uniform
+  uint n = p.extent, base = row * n;
+  uint first = gl_LocalInvocationIndex * KILN_PER;  // this invocation's elements in a step
+  const uint step = KILN_WG * KILN_PER;
+  const uint span = step * 4096u;                    // steps of one outer iteration
+  KILN_ACC carry = KILN_ACC(0);
+  for (uint b1 = 0u; b1 < n; b1 += span) {
+    uint end = n - b1 > span ? b1 + span : n;
+    for (uint b0 = b1; b0 < end; b0 += step) {
+      KILN_ACC v[KILN_PER];
+      KILN_ACC run = KILN_ACC(0);
+      for (uint k = 0u; k < KILN_PER; ++k) {
+        uint i = b0 + first + k;
+        if (i < end) run += kiln_prologue(base + i);
+        v[k] = run;
+      }
+      KILN_ACC total;
+      KILN_ACC before = carry + kiln_workgroup_scan(run, total);
+      for (uint k = 0u; k < KILN_PER; ++k) {
+        uint i = b0 + first + k;
+        if (i < end) kiln_epilogue(KILN_RESULT(before + v[k]), base + i);
+      }
+      carry += total;
+    }
+  }
+}
+)kiln_glsl";
+
 /// reduce/ops.comp
 inline constexpr std::string_view reduce_ops = R"kiln_glsl(// kernels/reduce/ops.comp — the running statistics of each structural op of the reduce
 // and row families (a fragment: the host prepends the generated part, see below, and
@@ -2517,6 +2791,7 @@ inline constexpr embedded_kernel all[] = {
     {"cast", cast},
     {"copy", copy},
     {"fill", fill},
+    {"gemm_coopmat", gemm_coopmat},
     {"gemm_matvec", gemm_matvec},
     {"gemm_merge", gemm_merge},
     {"gemm_naive", gemm_naive},
@@ -2529,6 +2804,7 @@ inline constexpr embedded_kernel all[] = {
     {"quant_pack", quant_pack},
     {"quant_tiled", quant_tiled},
     {"reduce_columns", reduce_columns},
+    {"reduce_cumsum", reduce_cumsum},
     {"reduce_ops", reduce_ops},
     {"reduce_rows", reduce_rows},
 };

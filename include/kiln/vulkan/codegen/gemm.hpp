@@ -13,18 +13,25 @@
 //           other layout) or split in k-slices per column group (b n-contiguous)
 //   splitk  a small M x N with a long K: the tiled kernel over K chunks writes partial
 //           sums, a second dispatch merges them in order and applies the epilogue
+//   coopmat f16 a and b on a device with cooperative matrices (GL_NV_cooperative_matrix,
+//           a shape the driver reports for f16 x f16 + f32): BM x BN tiles staged in
+//           shared memory as f16, each subgroup a (BM / SGM) x (BN / SGN) block of
+//           cooperative-matrix products accumulated in f32; the epilogue applied to each
+//           accumulator through a per-subgroup shared-memory tile
 // Tile and workgroup sizes are specialisation constants (one SPIR-V module per source,
 // a pipeline per size); the source depends on the kind, the vec4 paths, the batch rank.
-// KILN_VULKAN_GEMM=naive|tiled|matvec|splitk forces a variant (tests, benchmarks).
+// KILN_VULKAN_GEMM=naive|tiled|matvec|splitk|coopmat forces a variant (tests, benchmarks).
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -35,7 +42,7 @@
 
 namespace kiln::detail::vk {
 
-enum class gemm_kind : std::uint8_t { naive = 1, tiled = 2, matvec = 3, splitk = 4 };
+enum class gemm_kind : std::uint8_t { naive = 1, tiled = 2, matvec = 3, splitk = 4, coopmat = 5 };
 
 /// What the device allows a matmul kernel (from its limits; see ops/gemm.hpp).
 struct gemm_device {
@@ -45,6 +52,9 @@ struct gemm_device {
   std::uint32_t subgroup = 0;           // nonzero: subgroup arithmetic in compute, of this size
   bool shuffle = false;                 // subgroupShuffle in compute (with subgroup nonzero)
   bool cpu = false;                     // a CPU device (lavapipe): larger register blocks
+  /// Nonzero: a cooperative-matrix product f16 x f16 + f32 -> f32 of this m x n x k that
+  /// the driver reports and kiln may use (see vulkan/device.hpp), with subgroups of `subgroup`.
+  std::uint32_t cm_m = 0, cm_n = 0, cm_k = 0;
 };
 
 /// A chosen variant and its sizes.
@@ -57,6 +67,9 @@ struct gemm_choice {
   bool columns = false;                           // matvec: b n-contiguous, k-slices per column group
   std::uint32_t mr = 1, nr = 4;                   // matvec: rows and outputs per workgroup (columns: 4 per invocation)
   std::uint32_t gx = 64;                          // matvec columns: invocations along n
+  std::uint32_t sgm = 2, sgn = 2;                 // coopmat: subgroups along m and n
+  std::uint32_t cm_m = 0, cm_n = 0, cm_k = 0;     // coopmat: the cooperative-matrix shape
+  std::uint32_t subgroup = 0;                     // coopmat: invocations per subgroup
 
   /// Shared memory the kernel declares, in bytes.
   std::uint32_t shared_bytes() const;
@@ -75,11 +88,13 @@ KILN_DECL std::uint64_t splitk_chunk(index_t K, std::uint64_t want, std::uint32_
 }  // namespace gemm_detail
 
 /// The variant for a product of dims d with b's k and n strides on device dev: matvec
-/// for M <= 4, split-K for few output tiles over a long K, else tiled (64x64, or 32x32
-/// when M or N is small; on a CPU device 128x128 when at least 8 such tiles); `forced` (KILN_VULKAN_GEMM) overrides. `what` names the
-/// operands for errors: kiln::device_error when no size of the variant fits the device.
+/// for M <= 4, split-K for few output tiles over a long K, coopmat where `f16_operands`
+/// (a's expression and b are f16) and the device has cooperative matrices, else tiled
+/// (64x64, or 32x32 when M or N is small; on a CPU device 128x128 when at least 8 such
+/// tiles); `forced` (KILN_VULKAN_GEMM) overrides. `what` names the operands for errors:
+/// kiln::device_error when no size of the variant fits the device.
 KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, const gemm_device& dev,
-                                  std::string_view forced, const std::string& what);
+                                  std::string_view forced, const std::string& what, bool f16_operands = false);
 
 /// What a matmul kernel is compiled for (sizes are specialisation constants, not here).
 struct gemm_plan {
@@ -89,10 +104,14 @@ struct gemm_plan {
   std::uint8_t phase = 0;  // split-K: 1 partial sums, 2 the merge
   int batch_dims = 0;    // result batch dimensions of extent > 1
   bool a4 = false;         // K % 4 == 0: a read four k at a time (kiln_a_vec4)
-  bool a4_direct = false;  // ... as one vec4 load (a is one contiguous, aligned f32 tensor)
+  bool a4_direct = false;  // ... as one vec4 load (a is one contiguous, aligned f32 tensor; or f16: a4_half)
+  bool a4_half = false;    // a4_direct over an f16 a: four halves as one uvec2
   bool b4n = false;        // b read four n at a time as one vec4 (n-contiguous, aligned; f16/bf16 as a uvec2)
   bool b4k = false;        // b read four k at a time as one vec4 (k-contiguous, aligned; f16/bf16 as a uvec2)
   bool subgroup = false;   // matvec: subgroupAdd before the shared-memory merge
+  /// coopmat: BM, BN, BK, SGM, SGN and the cooperative-matrix m, n, k (the kernel's array
+  /// and matrix sizes are compile-time constants, so they are part of the source)
+  std::array<std::uint16_t, 8> coopmat{};
 };
 
 KILN_DECL std::string gemm_plan_key(const gemm_plan& g);
@@ -158,18 +177,20 @@ gemm_choice gemm_choice_of(const S& s, const gemm_device& dev) {
   const auto& b = std::get<0>(s.params).t;
   index_t bsk = 0, bsn = 0;
   gemm_b_strides(b, d, bsk, bsn);
-  return select_gemm(d, bsk, bsn, dev, forced_gemm(),
-                     "kiln::matmul: a is " + s.arg.describe() + ", b is " + b.describe());
+  using AT = typename std::remove_cvref_t<decltype(s.arg)>::value_type;
+  using BT = typename std::remove_cvref_t<decltype(b)>::value_type;
+  return select_gemm(d, bsk, bsn, dev, forced_gemm(), "kiln::matmul: a is " + s.arg.describe() + ", b is " + b.describe(),
+                     std::is_same_v<AT, half> && std::is_same_v<BT, half>);
 }
 
 /// Plans and generates the matmul kernel of `out = n` (a planned tree whose structural
-/// node is a matmul). templates: kernels/gemm/{naive,tiled,matvec,merge}.comp. Throws
+/// node is a matmul). templates: kernels/gemm/{naive,tiled,matvec,merge,coopmat}.comp. Throws
 /// kiln::shape_error where positions pass the kernels' 32-bit indexing, kiln::device_error
 /// where no variant fits the device.
 template <class T, class B, class N>
 gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_device& dev, std::uint32_t max_push_bytes,
                              std::string_view naive_glsl, std::string_view tiled_glsl, std::string_view matvec_glsl,
-                             std::string_view merge_glsl) {
+                             std::string_view merge_glsl, std::string_view coopmat_glsl) {
   using namespace structural_detail;
   using gemm_detail::ceil_div;
   const auto& s = find_structural(n);
@@ -242,8 +263,10 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
   if constexpr (LI == 1) {
     using A0 = typename std::remove_cvref_t<decltype(s.arg)>;
     if constexpr (kind_of_v<A0> == node_kind::leaf) {
-      g.a4_direct = g.a4 && std::is_same_v<typename A0::value_type, float> && g.base.in.operands[1].how == access::linear &&
-                    s.arg.t.offset() % 4 == 0;
+      using AV = typename A0::value_type;
+      g.a4_direct = g.a4 && (std::is_same_v<AV, float> || std::is_same_v<AV, half>) &&
+                    g.base.in.operands[1].how == access::linear && s.arg.t.offset() % 4 == 0;
+      g.a4_half = g.a4_direct && std::is_same_v<AV, half>;
     }
   }
   if (c.kind != gemm_kind::naive && b_vec && b_aligned) {
@@ -265,6 +288,7 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
     case gemm_kind::naive:
     case gemm_kind::tiled:
     case gemm_kind::splitk:
+    case gemm_kind::coopmat:
       tiles_m = ceil_div(d.M, c.bm);
       tiles_n = ceil_div(d.N, c.bn);
       break;
@@ -302,9 +326,14 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
   [[maybe_unused]] const std::size_t scalars = output_words<LO>(w, ops.out, out_lay, g.base.out, n, s);
   g.base.params_buffer = max_push_bytes && w.size() * 4 > max_push_bytes;
 
-  const std::string_view tmpl = c.kind == gemm_kind::naive    ? naive_glsl
-                                : c.kind == gemm_kind::matvec ? matvec_glsl
-                                                              : tiled_glsl;
+  if (c.kind == gemm_kind::coopmat) {
+    g.coopmat = {std::uint16_t(c.bm), std::uint16_t(c.bn),   std::uint16_t(c.bk),   std::uint16_t(c.sgm),
+                 std::uint16_t(c.sgn), std::uint16_t(c.cm_m), std::uint16_t(c.cm_n), std::uint16_t(c.cm_k)};
+  }
+  const std::string_view tmpl = c.kind == gemm_kind::naive     ? naive_glsl
+                                : c.kind == gemm_kind::matvec  ? matvec_glsl
+                                : c.kind == gemm_kind::coopmat ? coopmat_glsl
+                                                               : tiled_glsl;
   kn.first_constants = c.constants();
   kn.first_wg = c.wg;
   kn.first_tasks = tasks;

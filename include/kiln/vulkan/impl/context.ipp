@@ -59,6 +59,16 @@ KILN_DECL context_state::context_state(const context_options& opt) {
     f10.pNext = &fdot;
     if (info_.integer_dot_product_extension) extensions.push_back("VK_KHR_shader_integer_dot_product");
   }
+  // Cooperative matrices (the GEMM's coopmat variant), NV form, on allowed drivers only.
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm{};
+  fcm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  fcm.cooperativeMatrix = VK_TRUE;
+  if (!(info_.cooperative_matrix && info_.fp16_arithmetic)) info_.cooperative_matrix_nv = false;
+  if (info_.cooperative_matrix_nv) {
+    fcm.pNext = f10.pNext;
+    f10.pNext = &fcm;
+    extensions.push_back("VK_NV_cooperative_matrix");
+  }
   VkDeviceCreateInfo di{};
   di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   di.pNext = &f10;

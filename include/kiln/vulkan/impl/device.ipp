@@ -261,7 +261,37 @@ KILN_DECL std::vector<std::string> subgroup_op_names(VkSubgroupFeatureFlags f) {
   return out;
 }
 
-KILN_DECL device_info describe(VkPhysicalDevice pd, int index) {
+KILN_DECL std::vector<cooperative_matrix_shape> cooperative_matrix_shapes_nv(VkInstance inst, VkPhysicalDevice pd) {
+  std::vector<cooperative_matrix_shape> out;
+  const auto get = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (!get) return out;
+  std::uint32_t n = 0;
+  if (get(pd, &n, nullptr) != VK_SUCCESS || n == 0) return out;
+  std::vector<VkCooperativeMatrixPropertiesNV> props(n);
+  for (auto& p : props) p.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  if (get(pd, &n, props.data()) != VK_SUCCESS) return out;
+  props.resize(n);
+  const auto type = [](VkComponentTypeNV t) -> std::string {
+    switch (t) {
+      case VK_COMPONENT_TYPE_FLOAT16_NV: return "f16";
+      case VK_COMPONENT_TYPE_FLOAT32_NV: return "f32";
+      case VK_COMPONENT_TYPE_FLOAT64_NV: return "f64";
+      case VK_COMPONENT_TYPE_SINT8_NV: return "i8";
+      case VK_COMPONENT_TYPE_SINT32_NV: return "i32";
+      case VK_COMPONENT_TYPE_UINT8_NV: return "u8";
+      case VK_COMPONENT_TYPE_UINT32_NV: return "u32";
+      default: return "other";
+    }
+  };
+  for (const auto& p : props) {
+    if (p.scope != VK_SCOPE_SUBGROUP_NV) continue;
+    out.push_back({p.MSize, p.NSize, p.KSize, type(p.AType), type(p.BType), type(p.CType), type(p.DType)});
+  }
+  return out;
+}
+
+KILN_DECL device_info describe(VkPhysicalDevice pd, int index, VkInstance inst) {
   device_info d;
   d.index = index;
 
@@ -398,7 +428,15 @@ KILN_DECL device_info describe(VkPhysicalDevice pd, int index) {
       dotf.pNext = f2.pNext;
       f2.pNext = &dotf;
     }
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf{};
+    cmf.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+    const bool nv_cm = has_ext("VK_NV_cooperative_matrix");
+    if (nv_cm) {
+      cmf.pNext = f2.pNext;
+      f2.pNext = &cmf;
+    }
     vkGetPhysicalDeviceFeatures2(pd, &f2);
+    d.cooperative_matrix_nv = nv_cm && cmf.cooperativeMatrix && inst != VK_NULL_HANDLE;
     d.storage_16bit = f11.storageBuffer16BitAccess;
     d.storage_8bit = f12.storageBuffer8BitAccess;
     d.fp16_arithmetic = f12.shaderFloat16;
@@ -416,6 +454,8 @@ KILN_DECL device_info describe(VkPhysicalDevice pd, int index) {
   }
   d.cooperative_matrix_claimed = has_ext("VK_KHR_cooperative_matrix") || has_ext("VK_NV_cooperative_matrix");
   d.cooperative_matrix = d.cooperative_matrix_claimed && cooperative_matrix_allowed(d.driver_id, d.driver_version);
+  if (d.cooperative_matrix_nv) d.cooperative_matrix_shapes = cooperative_matrix_shapes_nv(inst, pd);
+  if (d.cooperative_matrix_shapes.empty()) d.cooperative_matrix_nv = false;
   if (!d.has_compute_queue && d.unusable_reason.empty()) d.unusable_reason = "has no compute queue";
   return d;
 }
@@ -423,7 +463,7 @@ KILN_DECL device_info describe(VkPhysicalDevice pd, int index) {
 KILN_DECL std::vector<device_info> describe_all(const instance& inst, std::vector<VkPhysicalDevice>* handles) {
   auto pds = inst.physical_devices();
   std::vector<device_info> out;
-  for (std::size_t i = 0; i < pds.size(); ++i) out.push_back(describe(pds[i], static_cast<int>(i)));
+  for (std::size_t i = 0; i < pds.size(); ++i) out.push_back(describe(pds[i], static_cast<int>(i), inst.get()));
   if (handles) *handles = std::move(pds);
   return out;
 }

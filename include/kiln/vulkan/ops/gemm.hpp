@@ -48,7 +48,8 @@ struct vk_structural_kernel<matmul_op<BT>> {
     const context_state& ctx = *out.storage()->ctx;
     std::vector<const storage*> operands = collect_operands(out, n, "matmul");
     return planned(std::move(operands), make_gemm_kernel(out, n, gemm_device_of(ctx), max_push_bytes(ctx), kernels::gemm_naive,
-                                                         kernels::gemm_tiled, kernels::gemm_matvec, kernels::gemm_merge));
+                                                         kernels::gemm_tiled, kernels::gemm_matvec, kernels::gemm_merge,
+                                                         kernels::gemm_coopmat));
   }
 };
 

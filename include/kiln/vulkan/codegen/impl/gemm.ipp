@@ -13,6 +13,8 @@ KILN_DECL std::uint32_t gemm_choice::shared_bytes() const {
     case gemm_kind::tiled:
     case gemm_kind::splitk: return bk * (bm + bn) * 4;
     case gemm_kind::matvec: return columns ? wg * mr * 16 : wg * mr * nr * 4;
+    case gemm_kind::coopmat:  // f16 tiles of a ([m][k]) and b ([n][k] or [k][n]), rows padded by 8; a tile per subgroup
+      return 2 * (bm * (bk + 8) + std::max(bn * (bk + 8), bk * (bn + 8))) + sgm * sgn * cm_m * cm_n * 4;
   }
   return 0;
 }
@@ -23,6 +25,7 @@ KILN_DECL std::vector<std::uint32_t> gemm_choice::constants() const {
     case gemm_kind::tiled:
     case gemm_kind::splitk: return {wg, bm, bn, bk, tm, tn};
     case gemm_kind::matvec: return {wg, columns ? gx : nr, mr};
+    case gemm_kind::coopmat: return {wg};  // the sizes are in the source (gemm_plan::coopmat)
   }
   return {};
 }
@@ -34,6 +37,9 @@ KILN_DECL std::string gemm_choice::name() const {
     case gemm_kind::tiled: return "vulkan.gemm.tiled " + tile;
     case gemm_kind::splitk: return "vulkan.gemm.splitk " + std::to_string(splits) + " " + tile + " (2 dispatches)";
     case gemm_kind::matvec: return std::string("vulkan.gemm.matvec ") + (columns ? "n-columns" : "k-reduce");
+    case gemm_kind::coopmat:
+      return "vulkan.gemm.coopmat " + tile + " (" + std::to_string(cm_m) + "x" + std::to_string(cm_n) + "x" +
+             std::to_string(cm_k) + " f16, " + std::to_string(sgm * sgn) + " subgroups)";
   }
   return {};
 }
@@ -50,7 +56,7 @@ KILN_DECL std::uint64_t splitk_chunk(index_t K, std::uint64_t want, std::uint32_
 }  // namespace gemm_detail
 
 KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, const gemm_device& dev,
-                                  std::string_view forced, const std::string& what) {
+                                  std::string_view forced, const std::string& what, bool f16_operands) {
   using namespace gemm_detail;
   const std::uint32_t max_wg = std::min(dev.max_invocations, dev.max_wg_x);
   const auto fits = [&](const gemm_choice& c) { return c.wg <= max_wg && c.shared_bytes() <= dev.shared_bytes; };
@@ -97,14 +103,46 @@ KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn
   else if (forced == "tiled") kind = gemm_kind::tiled;
   else if (forced == "matvec") kind = gemm_kind::matvec;
   else if (forced == "splitk") kind = gemm_kind::splitk;
+  else if (forced == "coopmat") kind = gemm_kind::coopmat;
   else if (!forced.empty()) {
     throw device_error(what + ": KILN_VULKAN_GEMM is '" + std::string(forced) +
-                       "'; it must be naive, tiled, matvec or splitk (or unset: chosen by shape)");
+                       "'; it must be naive, tiled, matvec, splitk or coopmat (or unset: chosen by shape)");
   } else if (d.M <= 4) {
     kind = gemm_kind::matvec;
   } else {
     const std::uint64_t tiles32 = ceil_div(d.M, 32) * ceil_div(d.N, 32) * std::uint64_t(d.batches());
-    kind = tiles32 <= 4 && d.K >= 2048 ? gemm_kind::splitk : gemm_kind::tiled;
+    kind = tiles32 <= 4 && d.K >= 2048                    ? gemm_kind::splitk
+           : f16_operands && dev.cm_m && dev.subgroup > 0 ? gemm_kind::coopmat
+                                                           : gemm_kind::tiled;
+  }
+
+  if (kind == gemm_kind::coopmat) {
+    if (!f16_operands || !dev.cm_m || !dev.subgroup) {
+      throw device_error(what + ": KILN_VULKAN_GEMM=coopmat needs f16 a and b and a device with cooperative matrices "
+                                "(VK_NV_cooperative_matrix reporting f16 x f16 + f32, on kiln's allow-list)" +
+                         (f16_operands ? "; this device has none" : ""));
+    }
+    // {BM, BN, BK, SGM, SGN}: 128 x 128 tiles of 2 x 2 subgroups once there are enough of
+    // them to fill a GPU, else 64 x 64 (each subgroup's block a whole number of matrices)
+    static constexpr std::uint32_t sizes[][5] = {{128, 128, 32, 2, 2}, {64, 64, 32, 2, 2}};
+    const bool big = ceil_div(d.M, 128) * ceil_div(d.N, 128) * std::uint64_t(d.batches()) >= 64;
+    gemm_choice c;
+    c.kind = kind;
+    c.cm_m = dev.cm_m;
+    c.cm_n = dev.cm_n;
+    c.cm_k = dev.cm_k;
+    c.subgroup = dev.subgroup;
+    for (std::size_t i = big ? 0 : 1; i < std::size(sizes); ++i) {
+      const auto& z = sizes[i];
+      c.bm = z[0];
+      c.bn = z[1];
+      c.bk = z[2];
+      c.sgm = z[3];
+      c.sgn = z[4];
+      c.wg = c.sgm * c.sgn * dev.subgroup;
+      if ((c.bm / c.sgm) % c.cm_m == 0 && (c.bn / c.sgn) % c.cm_n == 0 && c.bk % c.cm_k == 0 && fits(c)) return c;
+    }
+    return fail("cooperative-matrix", c);
   }
 
   if (kind == gemm_kind::naive) {
@@ -144,9 +182,11 @@ KILN_DECL std::string gemm_plan_key(const gemm_plan& g) {
   std::string k = structural_plan_key(g.base);
   k += '|';
   k += static_cast<char>(g.kind);
-  k += static_cast<char>(g.columns | g.a4 << 1 | g.a4_direct << 2 | g.b4n << 3 | g.b4k << 4 | g.subgroup << 5);
+  k += static_cast<char>(g.columns | g.a4 << 1 | g.a4_direct << 2 | g.b4n << 3 | g.b4k << 4 | g.subgroup << 5 |
+                          g.a4_half << 6);
   k += static_cast<char>(g.phase);
   k += static_cast<char>(g.batch_dims);
+  for (std::uint16_t v : g.coopmat) k += std::to_string(v) + ',';
   return k;
 }
 
@@ -154,13 +194,20 @@ KILN_DECL structural_family_text gemm_family_text(const gemm_plan& g, std::strin
   using structural_text::load;
   const structural_plan& sp = g.base;
   structural_family_text f;
-  static constexpr const char* kinds[] = {"", "naive", "tiled", "matvec", "splitk"};
+  static constexpr const char* kinds[] = {"", "naive", "tiled", "matvec", "splitk", "coopmat"};
   f.comment = std::string("// gemm ") + kinds[static_cast<int>(g.kind)] + (g.columns ? " columns" : "") + ", phase " +
-              std::to_string(g.phase) + (g.a4_direct ? ", vec4 a" : g.a4 ? ", a by fours" : "") +
+              std::to_string(g.phase) + (g.a4_half ? ", uvec2 a" : g.a4_direct ? ", vec4 a" : g.a4 ? ", a by fours" : "") +
               (g.b4n ? ", vec4 b along n" : g.b4k ? ", vec4 b along k" : "") +
-              (sp.params_buffer ? "; parameter buffer" : "") + "; sizes are specialisation constants\n";
-  if (g.kind == gemm_kind::tiled || g.kind == gemm_kind::splitk) {
+              (sp.params_buffer ? "; parameter buffer" : "") +
+              (g.kind == gemm_kind::coopmat ? "; sizes are #defines\n" : "; sizes are specialisation constants\n");
+  if (g.kind == gemm_kind::tiled || g.kind == gemm_kind::splitk || g.kind == gemm_kind::coopmat) {
     f.extensions += "#extension GL_EXT_control_flow_attributes : require\n";  // [[unroll]]
+  }
+  if (g.kind == gemm_kind::coopmat) {
+    f.extensions += "#extension GL_NV_cooperative_matrix : require\n";
+    f.extensions += "#extension GL_KHR_memory_scope_semantics : require\n";
+    f.extensions += "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n";
+    f.extensions += "#extension GL_KHR_shader_subgroup_basic : require\n";
   }
   if (g.subgroup) {
     f.extensions += "#extension GL_KHR_shader_subgroup_basic : require\n";
@@ -174,6 +221,11 @@ KILN_DECL structural_family_text gemm_family_text(const gemm_plan& g, std::strin
   def("KILN_SUBGROUP", g.subgroup ? "1" : "0");
   def("KILN_MV_COLUMNS", g.columns ? "1" : "0");
   def("KILN_RESULT", std::string(result_type));
+  if (g.kind == gemm_kind::coopmat) {
+    static constexpr const char* names[] = {"KILN_BM", "KILN_BN", "KILN_BK", "KILN_SGM", "KILN_SGN", "KILN_CM", "KILN_CN", "KILN_CK"};
+    for (std::size_t i = 0; i < g.coopmat.size(); ++i) def(names[i], std::to_string(g.coopmat[i]) + "u");
+    def("KILN_CM_BT", g.b4n ? "0" : "1");  // b staged [n][k] unless it is read four n at a time
+  }
 
   const operand_plan& b = sp.params[0];
   const std::uint32_t ab = g.a4_direct ? sp.in.operands[1].binding : UINT32_MAX;
@@ -182,12 +234,15 @@ KILN_DECL structural_family_text gemm_family_text(const gemm_plan& g, std::strin
     f.buffers += "layout(std430, set = 0, binding = " + bs + ") readonly buffer kiln_buf" + bs + "_v4 { vec4 kiln_b" + bs +
                  "_v4[]; };\n";
   };
-  if (g.a4_direct) alias(ab);
-  const bool b16 = b.type == dtype::f16 || b.type == dtype::bf16;
-  if ((g.b4n || g.b4k) && b16) {  // four 16-bit elements as one uvec2, unpacked in kiln_b_vec4
-    const std::string bs = std::to_string(b.binding);
+  auto alias_u2 = [&](std::uint32_t binding) {  // four 16-bit elements as one uvec2
+    const std::string bs = std::to_string(binding);
     f.buffers += "layout(std430, set = 0, binding = " + bs + ") readonly buffer kiln_buf" + bs + "_u2 { uvec2 kiln_b" + bs +
                  "_u2[]; };\n";
+  };
+  if (g.a4_direct) g.a4_half ? alias_u2(ab) : alias(ab);
+  const bool b16 = b.type == dtype::f16 || b.type == dtype::bf16;
+  if ((g.b4n || g.b4k) && b16) {  // unpacked in kiln_b_vec4
+    if (!(g.a4_half && b.binding == ab)) alias_u2(b.binding);
   } else if ((g.b4n || g.b4k) && b.binding != ab) {
     alias(b.binding);
   }
@@ -225,7 +280,10 @@ KILN_DECL structural_family_text gemm_family_text(const gemm_plan& g, std::strin
   } else if (g.b4n || g.b4k) {
     h += "vec4 kiln_b_vec4(uint e) { return kiln_b" + std::to_string(b.binding) + "_v4[e >> 2]; }\n";
   }
-  if (g.a4_direct) {
+  if (g.a4_half) {
+    h += "vec4 kiln_a_vec4(uint pos) {\n  uvec2 u = kiln_b" + std::to_string(ab) +
+         "_u2[(p.ioff1 + pos) >> 2];\n  return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));\n}\n";
+  } else if (g.a4_direct) {
     h += "vec4 kiln_a_vec4(uint pos) { return kiln_b" + std::to_string(ab) + "_v4[(p.ioff1 + pos) >> 2]; }\n";
   } else {
     h += "vec4 kiln_a_vec4(uint pos) {\n  return vec4(kiln_prologue(pos), kiln_prologue(pos + 1u), kiln_prologue(pos + 2u), "

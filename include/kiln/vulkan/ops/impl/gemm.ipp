@@ -19,6 +19,17 @@ KILN_DECL gemm_device gemm_device_of(const context_state& ctx) {
   };
   if (d.subgroups_in_compute && has("basic") && has("arithmetic")) g.subgroup = d.subgroup_size;
   g.shuffle = g.subgroup != 0 && has("shuffle");
+  // cooperative matrices: f16 x f16 + f32 -> f32, the largest shape the driver reports
+  if (d.cooperative_matrix && d.cooperative_matrix_nv && d.fp16_arithmetic && g.subgroup && !env_off("KILN_VULKAN_COOPMAT")) {
+    for (const auto& c : d.cooperative_matrix_shapes) {
+      if (c.a != "f16" || c.b != "f16" || c.c != "f32" || c.d != "f32") continue;
+      if (std::uint64_t(c.m) * c.n * c.k > std::uint64_t(g.cm_m) * g.cm_n * g.cm_k) {
+        g.cm_m = c.m;
+        g.cm_n = c.n;
+        g.cm_k = c.k;
+      }
+    }
+  }
   return g;
 }
 
