@@ -241,6 +241,10 @@ struct device_info {
   /// VK_NV_cooperative_matrix with its cooperativeMatrix feature: the form Debian 12's
   /// glslang compiles (GL_NV_cooperative_matrix). kiln enables it where `cooperative_matrix`.
   bool cooperative_matrix_nv = false;
+  /// vulkanMemoryModel (Vulkan 1.2): glslang declares the VulkanMemoryModel capability in
+  /// cooperative-matrix kernels (GL_KHR_memory_scope_semantics), which needs this feature
+  /// enabled; kiln uses cooperative matrices only where it is.
+  bool vulkan_memory_model = false;
   /// The subgroup-scope products the driver reports (vkGetPhysicalDeviceCooperativeMatrixPropertiesNV):
   /// D (m x n) = A (m x k) * B (k x n) + C, with each matrix's component type.
   std::vector<cooperative_matrix_shape> cooperative_matrix_shapes;

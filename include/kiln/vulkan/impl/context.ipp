@@ -65,6 +65,7 @@ KILN_DECL context_state::context_state(const context_options& opt) {
   fcm.cooperativeMatrix = VK_TRUE;
   if (!(info_.cooperative_matrix && info_.fp16_arithmetic)) info_.cooperative_matrix_nv = false;
   if (info_.cooperative_matrix_nv) {
+    f12.vulkanMemoryModel = VK_TRUE;  // the kernels declare the VulkanMemoryModel capability
     fcm.pNext = f10.pNext;
     f10.pNext = &fcm;
     extensions.push_back("VK_NV_cooperative_matrix");

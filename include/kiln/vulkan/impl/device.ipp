@@ -436,7 +436,8 @@ KILN_DECL device_info describe(VkPhysicalDevice pd, int index, VkInstance inst) 
       f2.pNext = &cmf;
     }
     vkGetPhysicalDeviceFeatures2(pd, &f2);
-    d.cooperative_matrix_nv = nv_cm && cmf.cooperativeMatrix && inst != VK_NULL_HANDLE;
+    d.vulkan_memory_model = f12.vulkanMemoryModel;
+    d.cooperative_matrix_nv = nv_cm && cmf.cooperativeMatrix && d.vulkan_memory_model && inst != VK_NULL_HANDLE;
     d.storage_16bit = f11.storageBuffer16BitAccess;
     d.storage_8bit = f12.storageBuffer8BitAccess;
     d.fp16_arithmetic = f12.shaderFloat16;
