@@ -11,6 +11,9 @@
 #   4. writes OUT_DIR/gpu-<device>.json and OUT_DIR/gpu-<device>.md (default docs/bench),
 #      each figure beside the device's peak (scripts/gpu_report.py), plus the raw logs
 #      under OUT_DIR/gpu-check-<device>/.
+# KILN_GPU_COMMIT names the commit the binaries were built from (default: git HEAD);
+# KILN_GPU_BENCH_ARGS adds benchmark flags (e.g. a filter); KILN_GPU_TEST_TIMEOUT and
+# KILN_GPU_BENCH_TIMEOUT bound the two steps (seconds).
 # Bounded: each step has its own timeout; the whole check is sized to end within 8 minutes
 # on an H100/H200. Exit status: 0 when every test passed and every benchmark ran.
 set -uo pipefail
@@ -71,7 +74,8 @@ stamp "benchmarks done (status $bench_rc)"
 device_name="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["context"]["kiln_device"])' \
   "$work/bench-main.json" 2>/dev/null || echo unknown)"
 slug="$(echo "$device_name" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+|-+$//g')"
-python3 scripts/gpu_report.py --bench "$work"/bench-*.json --tests "$work"/tests-*.json --out "$out" --slug "$slug"
+python3 scripts/gpu_report.py --bench "$work"/bench-*.json --tests "$work"/tests-*.json --out "$out" --slug "$slug" \
+  ${KILN_GPU_COMMIT:+--commit "$KILN_GPU_COMMIT"}
 report_rc=$?
 cp "$work"/bench-*.json "$logs/" 2>/dev/null
 python3 -c 'import json,sys; print(json.dumps([json.load(open(p)) for p in sys.argv[1:]]))' "$work"/tests-*.json \

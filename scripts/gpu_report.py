@@ -180,6 +180,7 @@ def main():
     ap.add_argument("--tests", nargs="*", default=[])
     ap.add_argument("--out", default="docs/bench")
     ap.add_argument("--slug", default=None)
+    ap.add_argument("--commit", default=None, help="the commit the binaries were built from (default: git HEAD)")
     a = ap.parse_args()
 
     ctx, rows = {}, {}
@@ -258,7 +259,7 @@ def main():
         "cooperative_matrix_shapes": ctx.get("kiln_cooperative_matrix_shapes"),
         "quick": ctx.get("kiln_quick") == "1",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_commit(),
+        "commit": a.commit or git_commit(),
         "host": {"cpus": ctx.get("num_cpus"), "mhz": ctx.get("mhz_per_cpu")},
         "peaks": peak,
         "copy_gbs": copy,
