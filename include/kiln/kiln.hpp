@@ -33,6 +33,7 @@
 #include "kiln/cpu/structural.hpp"
 #include "kiln/cpu/reduce/reduce.hpp"
 #include "kiln/cpu/reduce/row.hpp"
+#include "kiln/cpu/reduce/cumsum.hpp"
 #include "kiln/cpu/gemm/driver.hpp"
 #include "kiln/cpu/attention/flash.hpp"
 #include "kiln/cpu/position/position.hpp"

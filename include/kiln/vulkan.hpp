@@ -28,6 +28,7 @@
 #include "kiln/vulkan/backend.hpp"
 #include "kiln/vulkan/ops/structural.hpp"  // vk_structural_kernel; the op families' kernels:
 #include "kiln/vulkan/ops/reduce.hpp"
+#include "kiln/vulkan/ops/cumsum.hpp"
 #include "kiln/vulkan/ops/gemm.hpp"
 #include "kiln/vulkan/ops/attention.hpp"
 #include "kiln/vulkan/ops/quant.hpp"

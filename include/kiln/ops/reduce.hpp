@@ -12,5 +12,6 @@
 #include "kiln/ops/reduce/argmax.hpp"
 #include "kiln/ops/reduce/softmax.hpp"
 #include "kiln/ops/reduce/log_softmax.hpp"
+#include "kiln/ops/reduce/cumsum.hpp"
 #include "kiln/ops/norm/layer_norm.hpp"
 #include "kiln/ops/norm/rms_norm.hpp"
