@@ -92,6 +92,27 @@ TYPED_TEST(cumsum_test, long_lines) {
   check_f32<TypeParam>({70001, 3}, 0);                  // a long axis before the last
 }
 
+// The CPU kernel reads a plain input where it lies and writes the bare op's output in
+// place; with a prologue or an epilogue it goes through its buffer instead: each mix.
+TYPED_TEST(cumsum_test, prologue_or_epilogue_alone) {
+  auto& c = ctx<TypeParam>();
+  auto g = rng();
+  for (const kiln::shape& s : {kiln::shape{3, 1000}, kiln::shape{2, 70001}}) {
+    const auto host = uniform(g, static_cast<std::size_t>(s.numel()));
+    auto x = kiln::from_host(c, s, std::span<const float>(host));
+    const reference plain = ref_cumsum(widen(host), split_of(s, -1));
+    kiln::tensor<float, TypeParam> y = kiln::empty<float>(c, s);
+    y = kiln::cumsum(x, -1) * 2.0f;
+    reference want = plain;
+    for (std::size_t i = 0; i < want.value.size(); ++i) want.value[i] *= 2.0, want.tol[i] *= 2.0;
+    EXPECT_TRUE(close(y.to_host(), want, "cumsum(x) * 2 over " + s.to_string()));
+    y = kiln::cumsum(x * 2.0f, -1);
+    EXPECT_TRUE(close(y.to_host(), want, "cumsum(x * 2) over " + s.to_string()));
+    y = kiln::cumsum(kiln::slice(x, 1, 0, s[1]), -1);  // a view: read through the buffer
+    EXPECT_TRUE(close(y.to_host(), plain, "cumsum(a full slice) over " + s.to_string()));
+  }
+}
+
 TYPED_TEST(cumsum_test, every_axis_of_a_3d_tensor) {
   for (int axis : {0, 1, 2, -1, -2, -3}) {
     check_f32<TypeParam>({7, 33, 5}, axis);

@@ -64,33 +64,44 @@ xsimd::batch<float, A> scan_lanes(xsimd::batch<float, A> v) {
   }
 }
 
-/// x[0, n) replaced by carry plus its inclusive prefix sums; returns the last (the carry
-/// of the next run of the same line).
+/// y[i] = carry + x[0] + ... + x[i] for i < n (y may be x); returns the carry of the next
+/// run of the same line. Floats: the carry chain is one add per two vectors (their
+/// totals added to each other first), everything else off it.
 template <class A, class V>
-V scan(V* x, index_t n, V carry) {
+V scan(const V* x, V* y, index_t n, V carry) {
   index_t i = 0;
   if constexpr (std::is_same_v<V, float>) {
     if constexpr (simd::enabled<A>) {
       using B = xsimd::batch<float, A>;
+      using R = typename B::register_type;
       constexpr index_t W = index_t(B::size);
+      const auto last = [](const B& v) { return B(last_everywhere(static_cast<R>(v), std::make_index_sequence<B::size>())); };
       if (n >= W) {
-        using R = typename B::register_type;
         B c(carry);
-        for (; i + W <= n; i += W) {
-          const B v = scan_lanes<A>(B::load_unaligned(x + i)) + c;
-          v.store_unaligned(x + i);
-          c = B(last_everywhere(static_cast<R>(v), std::make_index_sequence<B::size>()));
+        for (; i + 2 * W <= n; i += 2 * W) {
+          const B s0 = scan_lanes<A>(B::load_unaligned(x + i)), s1 = scan_lanes<A>(B::load_unaligned(x + i + W));
+          const B t0 = last(s0);
+          (s0 + c).store_unaligned(y + i);
+          (s1 + (c + t0)).store_unaligned(y + i + W);
+          c = c + (t0 + last(s1));
         }
-        carry = x[i - 1];
+        for (; i + W <= n; i += W) {
+          const B s0 = scan_lanes<A>(B::load_unaligned(x + i));
+          (s0 + c).store_unaligned(y + i);
+          c = c + last(s0);
+        }
+        alignas(64) float lanes[W];
+        c.store_aligned(lanes);
+        carry = lanes[0];
       }
     }
-    for (; i < n; ++i) x[i] = carry = carry + x[i];
+    for (; i < n; ++i) y[i] = carry = carry + x[i];
     return carry;
   } else {
     std::uint32_t c = static_cast<std::uint32_t>(carry);
     for (; i < n; ++i) {
       c += static_cast<std::uint32_t>(x[i]);
-      x[i] = static_cast<std::int32_t>(c);
+      y[i] = static_cast<std::int32_t>(c);
     }
     return static_cast<std::int32_t>(c);
   }
@@ -127,30 +138,46 @@ struct cpu_structural_kernel<cumsum_op> {
             const index_t at = (o * inner + j0 + g) * R + k;
             V* const buf = x + g * tile_run;
             io.load(at, at + len, buf);
-            carry[g] = cpu_scan::scan<A>(buf, len, carry[g]);
+            carry[g] = cpu_scan::scan<A>(buf, buf, len, carry[g]);
             io.store(at, at + len, buf);
           }
         }
       });
       return;
     }
+    // A plain contiguous input is read where it lies (io.direct) and the bare op's
+    // contiguous output written in place (io.direct_out): then no buffer copy either way.
+    V* const dout = io.direct_out();
     const index_t rows = R <= block_elements ? std::max<index_t>(1, block_elements / R) : 1;
     const index_t tasks = (outer + rows - 1) / rows;
     for_tasks(tasks, structural_threads(state, elements, work, tasks), [&](index_t t) {
       const index_t o0 = t * rows, o1 = std::min(outer, o0 + rows);
       V* const x = reinterpret_cast<V*>(cpu_scheduler::scratch((block_elements + 16) * sizeof(V)));
+      // positions [b, e): whole rows of R (their sums from 0), or a run of one long row
+      // (its sums from carry)
+      auto scan_range = [&](index_t b, index_t e, bool whole_rows, V carry) {
+        const V* in = io.direct(b);
+        if (!in) {
+          io.load(b, e, x);
+          in = x;
+        }
+        V* const out = dout ? dout + b : x;
+        if (whole_rows) {
+          for (index_t at = 0; at < e - b; at += R) cpu_scan::scan<A>(in + at, out + at, R, V(0));
+        } else {
+          carry = cpu_scan::scan<A>(in, out, e - b, carry);
+        }
+        if (!dout) io.store(b, e, x);
+        return carry;
+      };
       if (R <= block_elements) {
-        io.load(o0 * R, o1 * R, x);
-        for (index_t o = o0; o < o1; ++o) cpu_scan::scan<A>(x + (o - o0) * R, R, V(0));
-        io.store(o0 * R, o1 * R, x);
+        scan_range(o0 * R, o1 * R, true, V(0));
         return;
       }
       V carry = V(0);
       for (index_t c = 0; c < R; c += block_elements) {
         const index_t len = std::min(block_elements, R - c);
-        io.load(o0 * R + c, o0 * R + c + len, x);
-        carry = cpu_scan::scan<A>(x, len, carry);
-        io.store(o0 * R + c, o0 * R + c + len, x);
+        carry = scan_range(o0 * R + c, o0 * R + c + len, false, carry);
       }
     });
   }
