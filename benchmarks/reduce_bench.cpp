@@ -5,6 +5,8 @@
 // softmax(x * s + mask) as t = x * s + mask, then softmax(t)), and kiln's copy of the
 // same bytes (y = x: one read and one write, the floor of a row op).
 //
+// BM_cumsum (y = cumsum(x, -1)) has no Eigen form: kiln against the plain running-sum loop.
+//
 // Names: BM_<op>/<impl>/<threads>T; bytes count each input read once and the output
 // written once (the row sum: its input only).
 #include <kiln/kiln.hpp>
@@ -53,7 +55,7 @@ world& get_world(int threads) {
   return *w;
 }
 
-enum class op { softmax, softmax_mask, layer_norm, rms_norm, row_sum };
+enum class op { softmax, softmax_mask, layer_norm, rms_norm, row_sum, cumsum };
 enum class impl { kiln, kiln_unfused, eigen, loop, kiln_copy };
 
 /// One row of op by the plain loops (two passes over the row and one to write).
@@ -95,6 +97,11 @@ void loop_row(op o, const float* x, const float* m, const float* w, const float*
       y[0] = sum;
       return;
     }
+    case op::cumsum: {
+      float sum = 0;
+      for (index j = 0; j < N; ++j) y[j] = sum += x[j];
+      return;
+    }
   }
 }
 
@@ -126,6 +133,7 @@ void eigen_rows(op o, world& wd, index r0, index r1) {
         break;
       }
       case op::row_sum: wd.s.data()[i] = X.row(i).sum(); break;
+      case op::cumsum: break;  // (no Eigen form; not registered)
     }
   }
 }
@@ -139,6 +147,7 @@ void run(op o, impl m, world& wd) {
         case op::layer_norm: wd.y = kiln::layer_norm(wd.x, wd.w, wd.b); break;
         case op::rms_norm: wd.y = kiln::rms_norm(wd.x, wd.w); break;
         case op::row_sum: wd.s = kiln::sum(wd.x, -1); break;
+        case op::cumsum: wd.y = kiln::cumsum(wd.x, -1); break;
       }
       return;
     case impl::kiln_unfused:  // only softmax(x * s + mask) has an unfused form
@@ -170,7 +179,9 @@ std::string check(op o, impl m, world& wd) {
     const index cols = o == op::row_sum ? 1 : N;
     for (index j = 0; j < cols; ++j) {
       const float got = o == op::row_sum ? wd.s.data()[i] : wd.y.data()[i * N + j];
-      if (!(std::fabs(got - ref[j]) <= 1e-4f + 1e-4f * std::fabs(ref[j]))) {
+      // (a running sum's rounding grows along the row: its partial sums reach ~100)
+      const float tol = o == op::cumsum ? 2e-3f : 1e-4f;
+      if (!(std::fabs(got - ref[j]) <= tol + 1e-4f * std::fabs(ref[j]))) {
         return "wrong result at row " + std::to_string(i) + ", column " + std::to_string(j) + ": " +
                std::to_string(got) + " vs " + std::to_string(ref[j]);
       }
@@ -181,7 +192,7 @@ std::string check(op o, impl m, world& wd) {
 
 void bench(benchmark::State& state, op o, impl m, int threads) {
   world& wd = get_world(threads);
-  static kiln_bench::verdict verdicts[5][5][3];
+  static kiln_bench::verdict verdicts[6][5][3];
   if (!kiln_bench::verified(state, verdicts[int(o)][int(m)][threads], [&] { return check(o, m, wd); })) return;
   for (auto _ : state) {
     run(o, m, wd);
@@ -197,13 +208,15 @@ void register_all() {
                                             {op::softmax_mask, "softmax_scale_mask"},
                                             {op::layer_norm, "layer_norm"},
                                             {op::rms_norm, "rms_norm"},
-                                            {op::row_sum, "row_sum"}};
+                                            {op::row_sum, "row_sum"},
+                                            {op::cumsum, "cumsum"}};
   const std::pair<impl, const char*> impls[] = {
       {impl::kiln, "kiln"}, {impl::eigen, "eigen"}, {impl::loop, "loop"}, {impl::kiln_unfused, "kiln_unfused"}};
   for (int t : kiln_bench::thread_counts()) {
     for (const auto& [o, on] : ops) {
       for (const auto& [m, mn] : impls) {
         if (m == impl::kiln_unfused && o != op::softmax_mask) continue;
+        if (m == impl::eigen && o == op::cumsum) continue;
         const std::string name = std::string("BM_") + on + "/" + mn + "/" + std::to_string(t) + "T";
         kiln_bench::configure(benchmark::RegisterBenchmark(name.c_str(), [o = o, m = m, t](benchmark::State& s) {
           bench(s, o, m, t);

@@ -7,6 +7,7 @@
 //   BM_layer_norm/vulkan/4096x4096     y = layer_norm(x, w, b)
 //   BM_rms_norm/vulkan/4096x4096       y = rms_norm(x, w)
 //   BM_row_sum/vulkan/4096x4096        r = sum(x, -1) (reads 64 MiB, writes 16 KiB)
+//   BM_cumsum/vulkan/4096x4096         y = cumsum(x, -1): one dispatch, a workgroup (CPU devices: a subgroup) a line
 //   BM_copy/vulkan/4096x4096           y = x (a generated copy kernel): the memory floor of 1 read + 1 write
 // GB/s: bytes read once plus bytes written once (row sum: its read; a norm's w/b are
 // negligible). Each iteration waits for the device.
@@ -69,6 +70,7 @@ void BM_layer_norm(benchmark::State& s) {
 }
 void BM_rms_norm(benchmark::State& s) { run_bench(s, 2 * matrix_bytes, [](operands& o) { o.y = kiln::rms_norm(o.x, o.w); }); }
 void BM_row_sum(benchmark::State& s) { run_bench(s, matrix_bytes, [](operands& o) { o.r = kiln::sum(o.x, -1); }); }
+void BM_cumsum(benchmark::State& s) { run_bench(s, 2 * matrix_bytes, [](operands& o) { o.y = kiln::cumsum(o.x, -1); }); }
 void BM_copy(benchmark::State& s) { run_bench(s, 2 * matrix_bytes, [](operands& o) { o.y = o.x; }); }
 
 }  // namespace
@@ -80,5 +82,6 @@ BENCHMARK(BM_softmax_masked)->Name("BM_softmax_masked/vulkan/4096x4096")->Unit(b
 BENCHMARK(BM_layer_norm)->Name("BM_layer_norm/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_rms_norm)->Name("BM_rms_norm/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_row_sum)->Name("BM_row_sum/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_cumsum)->Name("BM_cumsum/vulkan/4096x4096")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 int main(int argc, char** argv) { return kiln_bench::run_main(argc, argv, [] {}); }
