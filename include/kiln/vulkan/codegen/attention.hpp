@@ -45,12 +45,10 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
-#include <memory>
-#include <mutex>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #include "kiln/core/error.hpp"
@@ -130,27 +128,14 @@ struct attention_kernel {
   bool empty = false;          // no output element: nothing to dispatch
 };
 
-/// The source of an attention kernel under plan a, once per process per (T, N, plan);
-/// block: kernels/attention/block.comp for the flash family (before tmpl), else empty.
+/// The source of an attention kernel under plan a from templates (the flash family:
+/// kernels/attention/block.comp, then the variant's; cached_family_source).
 template <class T, class N, class S>
-const structural_source& cached_attention_source(const N& n, const S& s, const attention_plan& a, std::string_view tmpl,
-                                                 std::string_view block = {}) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::unique_ptr<const structural_source>> sources;
-  std::string key = attention_plan_key(a);
-  std::lock_guard lock(mutex);
-  if (auto it = sources.find(key); it != sources.end()) return *it->second;
-  emitter pro(a.base.in), epi(a.base.out);
-  std::string pro_result, epi_result, readable;
-  emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
-  const std::string_view result_type = glsl_compute_type<typename S::value_type>();
-  const auto assemble = [&](std::initializer_list<std::string_view> templates) {
-    return assemble_structural(a.base, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(),
-                               result_type, attention_family_text(a, result_type), std::move(readable), templates);
-  };
-  auto src = std::make_unique<structural_source>(block.empty() ? assemble({tmpl}) : assemble({block, tmpl}));
-  src->name = structural_kernel_name("attention", src->glsl);
-  return *sources.emplace(std::move(key), std::move(src)).first->second;
+const structural_source& attention_source(const N& n, const S& s, const attention_plan& a,
+                                          std::initializer_list<std::string_view> templates) {
+  return cached_family_source<T>(n, s, a.base, attention_plan_key(a), "attention",
+                                 [&](std::string_view result_type) { return attention_family_text(a, result_type); },
+                                 templates);
 }
 
 /// The forced variant (KILN_VULKAN_ATTENTION), or "".
@@ -288,18 +273,18 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
   kn.first_wg = c.wg;
   kn.first_tasks = tasks;
   if (c.kind == attention_kind::flash) {
-    kn.first = &cached_attention_source<T>(n, s, a, flash_glsl, block_glsl);
+    kn.first = &attention_source<T>(n, s, a, {block_glsl, flash_glsl});
   } else if (c.kind == attention_kind::flash_lanes) {
-    kn.first = &cached_attention_source<T>(n, s, a, flash_lanes_glsl, block_glsl);
+    kn.first = &attention_source<T>(n, s, a, {block_glsl, flash_lanes_glsl});
   } else if (c.kind == attention_kind::flash_slices) {
-    kn.first = &cached_attention_source<T>(n, s, a, flash_slices_glsl, block_glsl);
+    kn.first = &attention_source<T>(n, s, a, {block_glsl, flash_slices_glsl});
   } else if (c.kind == attention_kind::decode) {
-    kn.first = &cached_attention_source<T>(n, s, a, decode_glsl);
+    kn.first = &attention_source<T>(n, s, a, {decode_glsl});
   } else {
     a.phase = 1;
-    kn.first = &cached_attention_source<T>(n, s, a, decode_glsl);
+    kn.first = &attention_source<T>(n, s, a, {decode_glsl});
     a.phase = 2;
-    kn.second = &cached_attention_source<T>(n, s, a, merge_glsl);
+    kn.second = &attention_source<T>(n, s, a, {merge_glsl});
     kn.second_wg = pow2_floor(std::min<std::uint32_t>({64u, dev.max_invocations, dev.max_wg_x}));
     kn.second_constants = {kn.second_wg};
     kn.second_tasks = ceil_div(outputs, kn.second_wg);

@@ -27,12 +27,9 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #include "kiln/core/error.hpp"
@@ -134,23 +131,11 @@ struct gemm_kernel {
   bool empty = false;          // no output element: nothing to dispatch
 };
 
-/// The source of a matmul kernel under plan g, once per process per (T, N, plan).
+/// The source of a matmul kernel under plan g from template tmpl (cached_family_source).
 template <class T, class N, class S>
-const structural_source& cached_gemm_source(const N& n, const S& s, const gemm_plan& g, std::string_view tmpl) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::unique_ptr<const structural_source>> sources;
-  std::string key = gemm_plan_key(g);
-  std::lock_guard lock(mutex);
-  if (auto it = sources.find(key); it != sources.end()) return *it->second;
-  emitter pro(g.base.in), epi(g.base.out);
-  std::string pro_result, epi_result, readable;
-  emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
-  const std::string_view result_type = glsl_compute_type<typename S::value_type>();
-  auto src = std::make_unique<structural_source>(
-      assemble_structural(g.base, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(),
-                          result_type, gemm_family_text(g, result_type), std::move(readable), {tmpl}));
-  src->name = structural_kernel_name("matmul", src->glsl);
-  return *sources.emplace(std::move(key), std::move(src)).first->second;
+const structural_source& gemm_source(const N& n, const S& s, const gemm_plan& g, std::string_view tmpl) {
+  return cached_family_source<T>(n, s, g.base, gemm_plan_key(g), "matmul",
+                                 [&](std::string_view result_type) { return gemm_family_text(g, result_type); }, {tmpl});
 }
 
 /// The forced variant (KILN_VULKAN_GEMM), or "".
@@ -339,15 +324,15 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
   kn.first_tasks = tasks;
   if (c.kind == gemm_kind::splitk) {
     g.phase = 1;
-    kn.first = &cached_gemm_source<T>(n, s, g, tmpl);
+    kn.first = &gemm_source<T>(n, s, g, tmpl);
     g.phase = 2;
-    kn.second = &cached_gemm_source<T>(n, s, g, merge_glsl);
+    kn.second = &gemm_source<T>(n, s, g, merge_glsl);
     kn.second_wg = pow2_floor(std::min<std::uint32_t>({256u, dev.max_invocations, dev.max_wg_x}));
     kn.second_constants = {kn.second_wg};
     kn.second_tasks = ceil_div(outputs, kn.second_wg);
     kn.partials = outputs * kchunks;
   } else {
-    kn.first = &cached_gemm_source<T>(n, s, g, tmpl);
+    kn.first = &gemm_source<T>(n, s, g, tmpl);
   }
   return kn;
 }

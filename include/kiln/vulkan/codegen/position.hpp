@@ -12,13 +12,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #include "kiln/core/error.hpp"
@@ -44,25 +41,15 @@ struct position_param {
 KILN_DECL structural_family_text position_family_text(const structural_plan& sp, bool rope, bool interleaved,
                                                       std::string_view result_type);
 
-/// The source of a position kernel under plan, once per process per (T, N, plan).
+/// The source of a position kernel under plan from template tmpl (cached_family_source).
 template <class T, class N, class S>
-const structural_source& cached_position_source(const N& n, const S& s, const structural_plan& plan, bool rope,
-                                                bool interleaved, std::string_view tmpl) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::unique_ptr<const structural_source>> sources;
+const structural_source& position_source(const N& n, const S& s, const structural_plan& plan, bool rope,
+                                         bool interleaved, std::string_view tmpl) {
   std::string key = structural_plan_key(plan);
   key += rope ? (interleaved ? 'I' : 'R') : 'E';
-  std::lock_guard lock(mutex);
-  if (auto it = sources.find(key); it != sources.end()) return *it->second;
-  emitter pro(plan.in), epi(plan.out);
-  std::string pro_result, epi_result, readable;
-  emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
-  const std::string_view result_type = glsl_compute_type<typename S::value_type>();
-  auto src = std::make_unique<structural_source>(
-      assemble_structural(plan, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(), result_type,
-                          position_family_text(plan, rope, interleaved, result_type), std::move(readable), {tmpl}));
-  src->name = structural_kernel_name(S::op_type::name, src->glsl);
-  return *sources.emplace(std::move(key), std::move(src)).first->second;
+  return cached_family_source<T>(
+      n, s, plan, std::move(key), S::op_type::name,
+      [&](std::string_view result_type) { return position_family_text(plan, rope, interleaved, result_type); }, {tmpl});
 }
 
 /// Plans and generates the kernel of `out = n` whose structural node is a rope or an
@@ -126,7 +113,7 @@ structural_kernel make_position_kernel(const tensor<T, B>& out, const N& n, cons
 
   bool interleaved = false;
   if constexpr (rope) interleaved = s.op.interleaved;
-  kn.first = &cached_position_source<T>(n, s, plan, rope, interleaved, tmpl);
+  kn.first = &position_source<T>(n, s, plan, rope, interleaved, tmpl);
   kn.first_tasks = (static_cast<std::uint64_t>(threads) + plan.wg - 1) / plan.wg;
   return kn;
 }

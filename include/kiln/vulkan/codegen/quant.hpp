@@ -37,13 +37,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstdint>
-#include <memory>
-#include <mutex>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #include "kiln/core/error.hpp"
@@ -193,28 +191,15 @@ struct quant_kernel {
   bool empty = false;       // no output element: nothing to dispatch
 };
 
-/// The source of a quant kernel under plan q, once per process per (T, N, plan); common:
-/// kernels/quant/common.comp for the products (before tmpl), else empty.
+/// The source of a quant kernel under plan q from templates (the products:
+/// kernels/quant/common.comp, then the kernel's; cached_family_source), named
+/// "q<op>_<hash>".
 template <class T, class N, class S>
-const structural_source& cached_quant_source(const N& n, const S& s, const quant_plan& q, std::string_view common,
-                                             std::string_view tmpl) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::unique_ptr<const structural_source>> sources;
-  std::string key = quant_plan_key(q);
-  std::lock_guard lock(mutex);
-  if (auto it = sources.find(key); it != sources.end()) return *it->second;
-  emitter pro(q.base.in), epi(q.base.out);
-  std::string pro_result, epi_result, readable;
-  emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
-  const std::string_view result_type = glsl_compute_type<typename S::value_type>();
-  auto assemble = [&](std::initializer_list<std::string_view> templates) {
-    return std::make_unique<structural_source>(
-        assemble_structural(q.base, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(),
-                            result_type, quant_family_text(q, result_type), std::move(readable), templates));
-  };
-  auto src = common.empty() ? assemble({tmpl}) : assemble({common, tmpl});
-  src->name = structural_kernel_name(std::string("q") + std::string(S::op_type::name), src->glsl);
-  return *sources.emplace(std::move(key), std::move(src)).first->second;
+const structural_source& quant_source(const N& n, const S& s, const quant_plan& q,
+                                      std::initializer_list<std::string_view> templates) {
+  return cached_family_source<T>(n, s, q.base, quant_plan_key(q), std::string("q") + std::string(S::op_type::name),
+                                 [&](std::string_view result_type) { return quant_family_text(q, result_type); },
+                                 templates);
 }
 
 /// The operands' description for errors, e.g. "kiln::matmul: x is ..., the weight is ...".
@@ -334,7 +319,7 @@ quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const quant_
                                 : c.kind == quant_kind::dequantize ? tmpl.dequantize
                                 : c.kind == quant_kind::tiled      ? tmpl.tiled
                                                                    : tmpl.matvec;
-  kn.source = &cached_quant_source<T>(n, s, q, is_quant_product(c.kind) ? tmpl.common : std::string_view{}, text);
+  kn.source = is_quant_product(c.kind) ? &quant_source<T>(n, s, q, {tmpl.common, text}) : &quant_source<T>(n, s, q, {text});
   kn.tasks = tasks;
   return kn;
 }

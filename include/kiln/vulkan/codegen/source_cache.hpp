@@ -1,6 +1,7 @@
 // kiln/vulkan/codegen/source_cache.hpp — generated sources once per process for each
-// (expression type, plan): plan_key, cached_source, and make_kernel (plan + source +
-// arguments of one statement).
+// (expression type, plan): source_cache (the one cache every kernel family keeps its
+// sources in), plan_key, cached_source, and make_kernel (plan + source + arguments of one
+// statement).
 #pragma once
 
 #include <cstddef>
@@ -32,24 +33,50 @@ struct kernel {
   kernel_args args;
 };
 
+/// Generated sources of one kind (kernel_source, structural_source) by plan key, each
+/// made once: the one lookup every kernel family's cache uses (source_cache_for).
+/// Thread-safe; make() runs under the lock, so no key is generated twice; entries live
+/// until exit.
+template <class Source>
+class source_cache {
+ public:
+  /// The source under key, made by make() (returning a Source) the first time.
+  template <class Make>
+  const Source& get(std::string key, Make&& make) {
+    std::lock_guard lock(mutex_);
+    if (auto it = sources_.find(key); it != sources_.end()) return *it->second;
+    auto src = std::make_unique<const Source>(make());  // may throw shader_error: nothing stored
+    return *sources_.emplace(std::move(key), std::move(src)).first->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::unique_ptr<const Source>> sources_;
+};
+
+/// The cache of the sources generated for Types (the statement's expression types): one
+/// per process for each, as a source's text depends on nothing else but its plan (see the
+/// top of this file; an op's GLSL is a property of its type).
+template <class Source, class... Types>
+source_cache<Source>& source_cache_for() {
+  static source_cache<Source> cache;
+  return cache;
+}
+
 /// The plan as a compact byte string (a map key).
 KILN_DECL std::string plan_key(const kernel_plan& plan);
 
-/// generate<T>(n, plan), once per process for each (T, N, plan): the text depends on
-/// nothing else (see the top of this file; an op's GLSL is a property of its type), so a
-/// statement seen before skips all text work. Thread-safe; entries live until exit.
+/// generate<T>(n, plan), once per process for each (T, N, plan), so a statement seen
+/// before skips all text work.
 template <class T, class N>
 const kernel_source& cached_source(const N& n, const kernel_plan& plan) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::unique_ptr<const kernel_source>> sources;
-  const std::string key = plan_key(plan);
-  std::lock_guard lock(mutex);
-  if (auto it = sources.find(key); it != sources.end()) return *it->second;
-  auto src = std::make_unique<kernel_source>(generate<T>(n, plan));  // may throw shader_error
-  char name[24];
-  std::snprintf(name, sizeof name, "fused_%016llx", static_cast<unsigned long long>(fnv1a(src->glsl)));
-  src->name = name;
-  return *sources.emplace(key, std::move(src)).first->second;
+  return source_cache_for<kernel_source, T, N>().get(plan_key(plan), [&] {
+    kernel_source src = generate<T>(n, plan);  // may throw shader_error
+    char name[24];
+    std::snprintf(name, sizeof name, "fused_%016llx", static_cast<unsigned long long>(fnv1a(src.glsl)));
+    src.name = name;
+    return src;
+  });
 }
 
 /// Plans and generates the kernel for `out = n` (shapes and aliasing already checked);

@@ -24,11 +24,7 @@
 
 #include <bit>  // std::bit_cast
 #include <climits>
-#include <cstdio>
-#include <memory>
-#include <mutex>
 #include <type_traits>
-#include <unordered_map>
 
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
@@ -38,7 +34,6 @@
 #include "kiln/expr/glsl.hpp"
 #include "kiln/expr/layout.hpp"
 #include "kiln/expr/plan.hpp"
-#include "kiln/expr/plan.hpp"
 #include "kiln/expr/structural.hpp"
 #include "kiln/expr/traverse.hpp"
 #include "kiln/ops/norm/layer_norm.hpp"
@@ -46,7 +41,7 @@
 #include "kiln/ops/reduce/reducer.hpp"
 #include "kiln/ops/reduce/softmax.hpp"
 #include "kiln/vulkan/codegen/emitter.hpp"
-#include "kiln/vulkan/codegen/source_cache.hpp"  // plan_key
+#include "kiln/vulkan/codegen/source_cache.hpp"  // source_cache_for
 #include "kiln/vulkan/codegen/plan.hpp"
 #include "kiln/vulkan/codegen/types.hpp"
 
@@ -385,30 +380,41 @@ void emit_structural_hooks(const N& n, const S& s, emitter& pro, emitter& epi, s
 /// "<op>_<hash of the source>": a generated structural kernel's name.
 KILN_DECL std::string structural_kernel_name(std::string_view op, const std::string& glsl);
 
-/// The source of the structural kernel of `out = n` under plan, once per process for each
-/// (T, N, plan) (as cached_source). Throws kiln::shader_error for a malformed GLSL body.
+/// The source of a structural kernel of `out = n` (s: its structural node, T: out's
+/// element type) under plan `base`, once per process for each (T, N, S) and `key` (the
+/// family's plan as a byte string, everything the text depends on): the statement's
+/// prologue and epilogue, the family's text (`family_text(result_type)`, a
+/// structural_family_text) and its templates, named "<op>_<hash>". Every family's
+/// cache; throws kiln::shader_error for a malformed GLSL body.
+template <class T, class N, class S, class Text>
+const structural_source& cached_family_source(const N& n, const S& s, const structural_plan& base, std::string key,
+                                              std::string_view op, Text&& family_text,
+                                              std::initializer_list<std::string_view> templates) {
+  return source_cache_for<structural_source, T, N, S>().get(std::move(key), [&] {
+    emitter pro(base.in), epi(base.out);
+    std::string pro_result, epi_result, readable;
+    emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
+    const std::string_view result_type = glsl_compute_type<typename S::value_type>();
+    structural_source src = assemble_structural(base, pro, pro_result, epi, epi_result,
+                                                glsl_compute_type<typename N::value_type>(), result_type,
+                                                family_text(result_type), std::move(readable), templates);
+    src.name = structural_kernel_name(op, src.glsl);
+    return src;
+  });
+}
+
+/// The source of a reduce- or row-family kernel of `out = n` under plan
+/// (kernels/reduce/ops.comp, then the mode's template).
 template <class T, class N, class S>
-const structural_source& cached_structural_source(const N& n, const S& s, const structural_plan& plan,
-                                                  std::string_view ops_glsl, std::string_view mode_glsl) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::unique_ptr<const structural_source>> sources;
-  using Op = typename S::op_type;
-  using V = vk_structural_op<Op>;
-  std::string key = structural_plan_key(plan);
-  std::lock_guard lock(mutex);
-  if (auto it = sources.find(key); it != sources.end()) return *it->second;
-  emitter pro(plan.in), epi(plan.out);
-  std::string pro_result, epi_result, readable;
-  emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
-  reducer_text red;
-  if constexpr (V::op == structural_op::reducer) red = V::text(plan.acc_float);
-  const std::string_view result_type = glsl_compute_type<typename S::value_type>();
-  auto src = std::make_unique<structural_source>(assemble_structural(
-      plan, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(), result_type,
-      reduce_family_text(plan, V::op == structural_op::reducer ? &red : nullptr, result_type), std::move(readable),
-      {ops_glsl, mode_glsl}));
-  src->name = structural_kernel_name(Op::name, src->glsl);
-  return *sources.emplace(std::move(key), std::move(src)).first->second;
+const structural_source& reduce_family_source(const N& n, const S& s, const structural_plan& plan,
+                                              std::string_view ops_glsl, std::string_view mode_glsl) {
+  using V = vk_structural_op<typename S::op_type>;
+  const auto text = [&](std::string_view result_type) {
+    reducer_text red;
+    if constexpr (V::op == structural_op::reducer) red = V::text(plan.acc_float);
+    return reduce_family_text(plan, V::op == structural_op::reducer ? &red : nullptr, result_type);
+  };
+  return cached_family_source<T>(n, s, plan, structural_plan_key(plan), S::op_type::name, text, {ops_glsl, mode_glsl});
 }
 
 /// How a reduce- or row-family kernel walks its input: the split around the axis (moved
@@ -584,16 +590,16 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
 
   const std::string_view mode_glsl = plan.mode == structural_mode::rows ? rows_glsl : columns_glsl;
   if (plan.mode == structural_mode::columns) {
-    kn.first = &cached_structural_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    kn.first = &reduce_family_source<T>(n, s, plan, ops_glsl, mode_glsl);
     kn.first_tasks = (static_cast<std::uint64_t>(outputs) + plan.wg - 1) / plan.wg;
   } else if (chunks == 1) {
-    kn.first = &cached_structural_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    kn.first = &reduce_family_source<T>(n, s, plan, ops_glsl, mode_glsl);
     kn.first_tasks = static_cast<std::uint64_t>(sp.outer);
   } else {
     plan.phase = 1;
-    kn.first = &cached_structural_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    kn.first = &reduce_family_source<T>(n, s, plan, ops_glsl, mode_glsl);
     plan.phase = 2;
-    kn.second = &cached_structural_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    kn.second = &reduce_family_source<T>(n, s, plan, ops_glsl, mode_glsl);
     kn.first_tasks = static_cast<std::uint64_t>(sp.outer * chunks);
     kn.second_tasks = row_op ? kn.first_tasks : static_cast<std::uint64_t>(sp.outer);
     kn.partials = kn.first_tasks;
