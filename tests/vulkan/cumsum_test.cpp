@@ -22,15 +22,15 @@
 
 namespace {
 
-using cumsum = kiln_test::vulkan_test;
+using cumsum_vk = kiln_test::vulkan_test;
 
 /// Inclusive prefix sums of the lines of a row-major [outer, extent, inner] buffer, and
 /// a tolerance per element.
-struct line_ref {
+struct cumsum_ref {
   std::vector<double> value, tol;
 };
-line_ref prefix(const std::vector<double>& x, std::int64_t outer, std::int64_t extent, std::int64_t inner) {
-  line_ref r{std::vector<double>(x.size()), std::vector<double>(x.size())};
+cumsum_ref cumsum_prefix(const std::vector<double>& x, std::int64_t outer, std::int64_t extent, std::int64_t inner) {
+  cumsum_ref r{std::vector<double>(x.size()), std::vector<double>(x.size())};
   for (std::int64_t o = 0; o < outer; ++o) {
     for (std::int64_t j = 0; j < inner; ++j) {
       double acc = 0, abs_sum = 0;
@@ -46,7 +46,7 @@ line_ref prefix(const std::vector<double>& x, std::int64_t outer, std::int64_t e
   return r;
 }
 
-void expect_close(const std::vector<float>& got, const line_ref& want, const std::string& what) {
+void expect_cumsum(const std::vector<float>& got, const cumsum_ref& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.value.size()) << what;
   int bad = 0;
   for (std::size_t i = 0; i < got.size() && bad < 5; ++i) {
@@ -60,13 +60,13 @@ void expect_close(const std::vector<float>& got, const line_ref& want, const std
   }
 }
 
-constexpr const char* layouts[] = {"lanes", "subgroup", "shared"};
+constexpr const char* cumsum_layouts[] = {"lanes", "subgroup", "shared"};
 
 }  // namespace
 
-TEST_F(cumsum, every_layout_every_length) {
+TEST_F(cumsum_vk, every_layout_every_length) {
   auto g = kiln_test::rng();
-  for (const char* layout : layouts) {
+  for (const char* layout : cumsum_layouts) {
     const kiln_test::scoped_env env("KILN_VULKAN_CUMSUM", layout);
     for (kiln::index_t n : {1, 5, 31, 32, 33, 257, 1000, 1024, 1025, 4097, 65535, 65536, 140001}) {
       const kiln::index_t rows = n > 10000 ? 2 : 3;
@@ -80,23 +80,23 @@ TEST_F(cumsum, every_layout_every_length) {
       const std::uint64_t before = ctx().kernels_launched();
       y = kiln::cumsum(x, -1);
       EXPECT_EQ(ctx().kernels_launched() - before, split ? 2u : 1u) << what;
-      expect_close(y.to_host(), prefix({h.begin(), h.end()}, rows, n, 1), what);
+      expect_cumsum(y.to_host(), cumsum_prefix({h.begin(), h.end()}, rows, n, 1), what);
     }
     // a middle axis (strided lines), and more lines than one grid row (2-D grid)
     const auto h3 = kiln_test::uniform(g, 5 * 300 * 7);
     auto x3 = kiln::from_host(ctx(), {5, 300, 7}, std::span<const float>(h3));
     kiln::tensor<float, kiln::vulkan> y3;
     y3 = kiln::cumsum(x3, 1);
-    expect_close(y3.to_host(), prefix({h3.begin(), h3.end()}, 5, 300, 7), std::string(layout) + ", axis 1 of [5, 300, 7]");
+    expect_cumsum(y3.to_host(), cumsum_prefix({h3.begin(), h3.end()}, 5, 300, 7), std::string(layout) + ", axis 1 of [5, 300, 7]");
     const auto hm = kiln_test::uniform(g, 70000 * 3);
     auto xm = kiln::from_host(ctx(), {70000, 3}, std::span<const float>(hm));
     kiln::tensor<float, kiln::vulkan> ym;
     ym = kiln::cumsum(xm, -1);
-    expect_close(ym.to_host(), prefix({hm.begin(), hm.end()}, 70000, 3, 1), std::string(layout) + ", 70000 lines");
+    expect_cumsum(ym.to_host(), cumsum_prefix({hm.begin(), hm.end()}, 70000, 3, 1), std::string(layout) + ", 70000 lines");
   }
 }
 
-TEST_F(cumsum, one_line_of_4mi_in_hundreds_of_chunks) {
+TEST_F(cumsum_vk, one_line_of_4mi_in_hundreds_of_chunks) {
   auto g = kiln_test::rng();
   const kiln::index_t n = (kiln::index_t(1) << 22) + 1001;
   const auto h = kiln_test::uniform(g, std::size_t(n), 0.0f, 1.0f);
@@ -105,14 +105,14 @@ TEST_F(cumsum, one_line_of_4mi_in_hundreds_of_chunks) {
     const kiln_test::scoped_env env("KILN_VULKAN_CUMSUM", layout);
     kiln::tensor<float, kiln::vulkan> y;
     y = kiln::cumsum(x, 0);
-    expect_close(y.to_host(), prefix({h.begin(), h.end()}, 1, n, 1), std::string("a line of 4Mi + 1001, ") + layout);
+    expect_cumsum(y.to_host(), cumsum_prefix({h.begin(), h.end()}, 1, n, 1), std::string("a line of 4Mi + 1001, ") + layout);
   }
 }
 
-TEST_F(cumsum, integers_wrap_and_specials_propagate_in_every_layout) {
+TEST_F(cumsum_vk, integers_wrap_and_specials_propagate_in_every_layout) {
   auto g = kiln_test::rng();
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  for (const char* layout : layouts) {
+  for (const char* layout : cumsum_layouts) {
     const kiln_test::scoped_env env("KILN_VULKAN_CUMSUM", layout);
     for (const kiln::index_t n : {kiln::index_t(3001), kiln::index_t(70001)}) {  // one dispatch, the split pass
       const std::string what = std::string(layout) + ", lines of " + std::to_string(n);
@@ -137,12 +137,12 @@ TEST_F(cumsum, integers_wrap_and_specials_propagate_in_every_layout) {
       auto xf = kiln::from_host(ctx(), {3, n}, std::span<const float>(hf));
       kiln::tensor<float, kiln::vulkan> yf;
       yf = kiln::cumsum(xf, -1);
-      expect_close(yf.to_host(), prefix({hf.begin(), hf.end()}, 3, n, 1), "specials, " + what);
+      expect_cumsum(yf.to_host(), cumsum_prefix({hf.begin(), hf.end()}, 3, n, 1), "specials, " + what);
     }
   }
 }
 
-TEST_F(cumsum, fused_prologue_and_epilogue_are_one_dispatch_in_every_layout) {
+TEST_F(cumsum_vk, fused_prologue_and_epilogue_are_one_dispatch_in_every_layout) {
   auto g = kiln_test::rng();
   const kiln::shape s{3, 17, 1500};
   const auto hx = kiln_test::uniform(g, std::size_t(s.numel()), -1.0f, 1.0f);
@@ -158,7 +158,7 @@ TEST_F(cumsum, fused_prologue_and_epilogue_are_one_dispatch_in_every_layout) {
   auto xl = kiln::from_host(ctx(), {2, ln}, std::span<const float>(hl));
   std::vector<double> inl(hl.size());
   for (std::size_t i = 0; i < inl.size(); ++i) inl[i] = double(hl[i]) * 2.0 + 1.0;
-  auto apply_epilogue = [](line_ref r) {
+  auto apply_epilogue = [](cumsum_ref r) {
     for (std::size_t i = 0; i < r.value.size(); ++i) {
       const double e = 3.0 * std::exp(r.value[i] * 0.01);
       r.tol[i] = (r.tol[i] * 0.01 + 6e-7) * e;
@@ -166,17 +166,17 @@ TEST_F(cumsum, fused_prologue_and_epilogue_are_one_dispatch_in_every_layout) {
     }
     return r;
   };
-  for (const char* layout : layouts) {
+  for (const char* layout : cumsum_layouts) {
     const kiln_test::scoped_env env("KILN_VULKAN_CUMSUM", layout);
     for (int axis : {2, 0}) {
-      const line_ref want = apply_epilogue(axis == 2 ? prefix(in, 51, 1500, 1) : prefix(in, 1, 3, 17 * 1500));
+      const cumsum_ref want = apply_epilogue(axis == 2 ? cumsum_prefix(in, 51, 1500, 1) : cumsum_prefix(in, 1, 3, 17 * 1500));
       auto y = kiln::empty<float>(ctx(), s);
       ctx().synchronize();
       const std::uint64_t before = ctx().kernels_launched();
       y = kiln::exp(kiln::cumsum(x * 2.0f + b, axis) * 0.01f) * 3.0f;
       ctx().synchronize();
       EXPECT_EQ(ctx().kernels_launched() - before, 1u) << layout << ", axis " << axis;
-      expect_close(y.to_host(), want, std::string("fused, ") + layout + ", axis " + std::to_string(axis));
+      expect_cumsum(y.to_host(), want, std::string("fused, ") + layout + ", axis " + std::to_string(axis));
     }
     auto yl = kiln::empty<float>(ctx(), {2, ln});
     ctx().synchronize();
@@ -184,6 +184,6 @@ TEST_F(cumsum, fused_prologue_and_epilogue_are_one_dispatch_in_every_layout) {
     yl = kiln::exp(kiln::cumsum(xl * 2.0f + 1.0f, -1) * 0.01f) * 3.0f;
     ctx().synchronize();
     EXPECT_EQ(ctx().kernels_launched() - before, 2u) << layout << ", a split line";
-    expect_close(yl.to_host(), apply_epilogue(prefix(inl, 2, ln, 1)), std::string("fused split line, ") + layout);
+    expect_cumsum(yl.to_host(), apply_epilogue(cumsum_prefix(inl, 2, ln, 1)), std::string("fused split line, ") + layout);
   }
 }

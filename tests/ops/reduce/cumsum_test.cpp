@@ -62,11 +62,11 @@ std::vector<std::int32_t> ref_cumsum_int(const std::vector<std::int64_t>& x, con
   return r;
 }
 
-std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<double> cumsum_widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
 /// cumsum of a random f32 tensor of shape s over axis, checked.
 template <class B>
-void check_f32(const kiln::shape& s, int axis) {
+void check_cumsum_f32(const kiln::shape& s, int axis) {
   auto& c = ctx<B>();
   auto g = rng();
   const auto host = uniform(g, static_cast<std::size_t>(s.numel()));
@@ -74,22 +74,22 @@ void check_f32(const kiln::shape& s, int axis) {
   kiln::tensor<float, B> y;
   y = kiln::cumsum(x, axis);
   EXPECT_EQ(y.shape(), s);
-  EXPECT_TRUE(close(y.to_host(), ref_cumsum(widen(host), split_of(s, axis)),
+  EXPECT_TRUE(close(y.to_host(), ref_cumsum(cumsum_widen(host), split_of(s, axis)),
                     "cumsum over " + s.to_string() + " axis " + std::to_string(axis)));
 }
 
 }  // namespace
 
 TYPED_TEST(cumsum_test, last_axis_every_extent) {
-  for (kiln::index_t n : {1, 7, 16, 33, 1000, 1025, 4097}) check_f32<TypeParam>({5, n}, -1);
-  check_f32<TypeParam>({3000, 7}, -1);
-  check_f32<TypeParam>({4097}, 0);
+  for (kiln::index_t n : {1, 7, 16, 33, 1000, 1025, 4097}) check_cumsum_f32<TypeParam>({5, n}, -1);
+  check_cumsum_f32<TypeParam>({3000, 7}, -1);
+  check_cumsum_f32<TypeParam>({4097}, 0);
 }
 
 TYPED_TEST(cumsum_test, long_lines) {
-  check_f32<TypeParam>({2, 70001}, 1);                  // past 64Ki and several CPU buffers
-  check_f32<TypeParam>({1, kiln::index_t(1) << 20}, -1);  // one line of 1M
-  check_f32<TypeParam>({70001, 3}, 0);                  // a long axis before the last
+  check_cumsum_f32<TypeParam>({2, 70001}, 1);                  // past 64Ki and several CPU buffers
+  check_cumsum_f32<TypeParam>({1, kiln::index_t(1) << 20}, -1);  // one line of 1M
+  check_cumsum_f32<TypeParam>({70001, 3}, 0);                  // a long axis before the last
 }
 
 // The CPU kernel reads a plain input where it lies and writes the bare op's output in
@@ -100,7 +100,7 @@ TYPED_TEST(cumsum_test, prologue_or_epilogue_alone) {
   for (const kiln::shape& s : {kiln::shape{3, 1000}, kiln::shape{2, 70001}}) {
     const auto host = uniform(g, static_cast<std::size_t>(s.numel()));
     auto x = kiln::from_host(c, s, std::span<const float>(host));
-    const reference plain = ref_cumsum(widen(host), split_of(s, -1));
+    const reference plain = ref_cumsum(cumsum_widen(host), split_of(s, -1));
     kiln::tensor<float, TypeParam> y = kiln::empty<float>(c, s);
     y = kiln::cumsum(x, -1) * 2.0f;
     reference want = plain;
@@ -115,8 +115,8 @@ TYPED_TEST(cumsum_test, prologue_or_epilogue_alone) {
 
 TYPED_TEST(cumsum_test, every_axis_of_a_3d_tensor) {
   for (int axis : {0, 1, 2, -1, -2, -3}) {
-    check_f32<TypeParam>({7, 33, 5}, axis);
-    check_f32<TypeParam>({4, 1, 1000}, axis);
+    check_cumsum_f32<TypeParam>({7, 33, 5}, axis);
+    check_cumsum_f32<TypeParam>({4, 1, 1000}, axis);
   }
 }
 
@@ -147,7 +147,7 @@ TYPED_TEST(cumsum_test, views_as_input_and_output) {
     // a transposed output: transpose(w) = cumsum(transpose(x)) is x's cumsum along the mirrored axis
     auto w = kiln::zeros<float>(c, s);
     kiln::transpose(w, 0, 2) = kiln::cumsum(kiln::transpose(x, 0, 2), axis);
-    EXPECT_TRUE(close(w.to_host(), ref_cumsum(widen(host), split_of(s, 2 - axis)), "cumsum into a transposed view" + a));
+    EXPECT_TRUE(close(w.to_host(), ref_cumsum(cumsum_widen(host), split_of(s, 2 - axis)), "cumsum into a transposed view" + a));
   }
 }
 
@@ -290,7 +290,7 @@ TYPED_TEST(cumsum_test, nan_and_inf_propagate_along_the_line) {
   for (int axis : {0, 1, 2}) {
     kiln::tensor<float, TypeParam> yl;
     yl = kiln::cumsum(xl, axis);
-    EXPECT_TRUE(close(yl.to_host(), ref_cumsum(widen(hl), split_of(s, axis)), "specials, axis " + std::to_string(axis)));
+    EXPECT_TRUE(close(yl.to_host(), ref_cumsum(cumsum_widen(hl), split_of(s, axis)), "specials, axis " + std::to_string(axis)));
   }
 }
 
@@ -302,7 +302,7 @@ TYPED_TEST(cumsum_test, in_place) {
   for (int axis : {1, 2}) {
     auto x = kiln::from_host(c, s, std::span<const float>(host));
     x = kiln::cumsum(x, axis);
-    EXPECT_TRUE(close(x.to_host(), ref_cumsum(widen(host), split_of(s, axis)), "in place, axis " + std::to_string(axis)));
+    EXPECT_TRUE(close(x.to_host(), ref_cumsum(cumsum_widen(host), split_of(s, axis)), "in place, axis " + std::to_string(axis)));
   }
 }
 
