@@ -22,12 +22,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>  // std::getenv
-#include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #include "kiln/core/tensor.hpp"
@@ -127,23 +124,14 @@ struct vk_structural_kernel<cumsum_op> {
     return f;
   }
 
-  /// The kernel's source under plan, once per process per (T, N, plan, layout).
+  /// The kernel's source under plan (the family cache: once per process per (T, N, S),
+  /// plan and layout).
   template <class T, class N, class S>
   static const structural_source& source(const N& n, const S& s, const structural_plan& plan, layout how) {
-    static std::mutex mutex;
-    static std::unordered_map<std::string, std::unique_ptr<const structural_source>> sources;
     std::string key = structural_plan_key(plan);
     key += static_cast<char>(how);
-    std::lock_guard lock(mutex);
-    if (auto it = sources.find(key); it != sources.end()) return *it->second;
-    emitter pro(plan.in), epi(plan.out);
-    std::string pro_result, epi_result, readable;
-    emit_structural_hooks(n, s, pro, epi, pro_result, epi_result, readable);
-    auto src = std::make_unique<structural_source>(assemble_structural(
-        plan, pro, pro_result, epi, epi_result, glsl_compute_type<typename N::value_type>(),
-        glsl_compute_type<typename S::value_type>(), family_text(plan, how), std::move(readable), {kernels::reduce_cumsum}));
-    src->name = structural_kernel_name(cumsum_op::name, src->glsl);
-    return *sources.emplace(std::move(key), std::move(src)).first->second;
+    return cached_family_source<T>(n, s, plan, std::move(key), cumsum_op::name,
+                                   [&](std::string_view) { return family_text(plan, how); }, {kernels::reduce_cumsum});
   }
 
   template <class T, class B, class N>
