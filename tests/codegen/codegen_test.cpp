@@ -62,10 +62,21 @@ void check_golden_text(const std::string& glsl, const std::string& name) {
   EXPECT_EQ(glslc_errors(glsl, name), "") << glsl;
 }
 
+/// A device with workgroups of up to max_wg invocations, subgroups of `subgroup` (0:
+/// none), `shared` bytes of shared memory and `push` bytes of push constants (0: no limit).
+vk::device_caps caps(std::uint32_t max_wg, std::uint32_t subgroup, std::uint32_t shared, std::uint32_t push) {
+  vk::device_caps c;
+  c.max_invocations = c.max_wg_x = max_wg;
+  c.subgroup = subgroup;
+  c.shared_bytes = shared;
+  c.max_push_bytes = push;
+  return c;
+}
+
 /// The structural kernel of `out = e` (planned as assign would) on a device with
 /// subgroups of 8 and 32 KiB of shared memory.
 template <class T, class B, class E>
-vk::structural_kernel structural(const kiln::tensor<T, B>& out, const E& e, vk::structural_options o = {256, 8, 32768, 128}) {
+vk::structural_kernel structural(const kiln::tensor<T, B>& out, const E& e, vk::device_caps o = caps(256, 8, 32768, 128)) {
   const auto planned = kiln::detail::plan_node<true>(e);
   return vk::make_structural_kernel(out, planned, o, vk::kernels::reduce_ops, vk::kernels::reduce_rows,
                                     vk::kernels::reduce_columns);
@@ -399,13 +410,13 @@ TEST_F(codegen, every_structural_op_generates_valid_glsl) {
   auto h = kiln::empty<kiln::half>(ctx, {5, 40});
   for (const auto& [name, glsl] : std::vector<std::pair<std::string, std::string>>{
            {"sum", structural(r, kiln::sum(x, -1)).first->glsl},
-           {"amin", structural(r, kiln::amin(x, 1), {64, 0, 0, 0}).first->glsl},
+           {"amin", structural(r, kiln::amin(x, 1), caps(64, 0, 0, 0)).first->glsl},
            {"argmin", structural(i, kiln::argmin(x, -1)).first->glsl},
            {"argmax_cols", structural(w, kiln::cast<float>(kiln::argmax(x, 0))).first->glsl},
            {"sum_int8", structural(i, kiln::sum(xi, -1)).first->glsl},
            {"amax_int8_cols", structural(w, kiln::cast<float>(kiln::amax(xi, 0))).first->glsl},
            {"layer_norm", structural(h, kiln::layer_norm(x, w, b)).first->glsl},
-           {"rms_norm", structural(y, kiln::rms_norm(x, w) + x, {64, 0, 0, 0}).first->glsl},
+           {"rms_norm", structural(y, kiln::rms_norm(x, w) + x, caps(64, 0, 0, 0)).first->glsl},
            {"log_softmax_t", structural(y, kiln::log_softmax(kiln::transpose(kiln::transpose(x)))).first->glsl}}) {
     EXPECT_EQ(glslc_errors(glsl, "structural_" + name), "") << name << "\n" << glsl;
   }
@@ -419,7 +430,7 @@ vk::structural_kernel position(const kiln::tensor<T, B>& out, const E& e, std::v
   const auto planned = kiln::detail::plan_node<true>(e);
   const auto& s = kiln::detail::find_structural(planned);
   constexpr bool rope = std::is_same_v<typename std::remove_cvref_t<decltype(s)>::op_type, kiln::detail::rope_op>;
-  return vk::make_position_kernel(out, planned, {256, 8, 32768, 128}, params,
+  return vk::make_position_kernel(out, planned, caps(256, 8, 32768, 128), params,
                                   rope ? vk::kernels::position_rope : vk::kernels::position_embedding);
 }
 
@@ -452,11 +463,11 @@ TEST_F(codegen, rope_and_embedding_splice_prologue_and_epilogue_into_their_templ
   check_golden_text(ke.first->glsl, "embedding_fused");
 }
 
-// CPU devices' rows layout (structural_options::lanes): a subgroup a line, vec4 steps with
+// CPU devices' rows layout (device_caps::lanes): a subgroup a line, vec4 steps with
 // texel reads where every operand is f32 and contiguous along 4-aligned lines (a mask
 // broadcast over rows read from its line's base), scalar steps otherwise.
 TEST_F(codegen, lanes_rows_take_vec4_steps_where_every_operand_allows_them) {
-  vk::structural_options lanes{256, 8, 32768, 128};
+  vk::device_caps lanes = caps(256, 8, 32768, 128);
   lanes.lanes = true;
   lanes.texel_reads = true;
   auto s = kiln::zeros<float>(ctx, {2, 4, 64, 64}), m = kiln::zeros<float>(ctx, {64, 64});
@@ -503,7 +514,7 @@ TEST_F(codegen, lanes_rows_take_vec4_steps_where_every_operand_allows_them) {
 // epilogue spliced in, b in either staging layout, batches) compiles with glslc. Numerics
 // need a device that has cooperative matrices (tests/vulkan/matmul_test.cpp).
 TEST_F(codegen, cooperative_matrix_gemm_is_chosen_for_f16_operands_and_compiles) {
-  vk::gemm_device dev;
+  vk::device_caps dev;
   dev.subgroup = 32;
   dev.shared_bytes = 49152;
   dev.max_invocations = dev.max_wg_x = 1024;

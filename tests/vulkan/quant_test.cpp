@@ -665,18 +665,35 @@ TEST_F(quant, matvec_and_tiled_give_nan_for_a_row_holding_nan_or_inf) {
   }
 }
 
+namespace {
+
+/// A device as select_quant sees it: workgroups of up to inv invocations, shm bytes of
+/// shared memory, a CPU device or not, integer dot products (and accelerated).
+kiln::detail::vk::device_caps quant_dev(std::uint32_t inv, std::uint32_t shm, bool cpu = false, bool dot = false,
+                                        bool dot_fast = false) {
+  kiln::detail::vk::device_caps c;
+  c.max_invocations = c.max_wg_x = inv;
+  c.shared_bytes = shm;
+  c.cpu = cpu;
+  c.dot = dot;
+  c.dot_fast = dot_fast;
+  return c;
+}
+
+}  // namespace
+
 TEST_F(quant, matvec_names_the_shared_memory_limit_it_cannot_fit) {
   namespace vk = kiln::detail::vk;
-  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768}, "op").seg, 4096u);
-  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 96, {64, 32768}, "op").seg, 128u);
-  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 16384, {64, 16384}, "op").seg, 15872u);  // 16 KiB less the reduction's
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(64, 32768), "op").seg, 4096u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 96, quant_dev(64, 32768), "op").seg, 128u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 16384, quant_dev(64, 16384), "op").seg, 15872u);  // 16 KiB less the reduction's
   // columns per invocation: 1 on a GPU; on a CPU device 4, or 2, while 8 workgroups remain
-  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, false}, "op", 4096, 1).nc, 1u);
-  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, true}, "op", 4096, 1).nc, 4u);
-  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, true}, "op", 1100, 1).nc, 2u);
-  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {64, 32768, true}, "op", 37, 4).nc, 1u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(64, 32768, false), "op", 4096, 1).nc, 1u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(64, 32768, true), "op", 4096, 1).nc, 4u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(64, 32768, true), "op", 1100, 1).nc, 2u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(64, 32768, true), "op", 37, 4).nc, 1u);
   try {
-    (void)vk::select_quant(vk::quant_kind::matvec, 4096, {64, 600}, "kiln::matmul: x is ...");
+    (void)vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(64, 600), "kiln::matmul: x is ...");
     ADD_FAILURE() << "no exception";
   } catch (const kiln::shader_error& e) {
     EXPECT_NE(std::string(e.what()).find("maxComputeSharedMemorySize is 600"), std::string::npos) << e.what();
@@ -687,18 +704,18 @@ TEST_F(quant, tiled_sizes_come_from_the_device_and_fit_its_limits) {
   namespace vk = kiln::detail::vk;
   // the tiled kernel past quant_matvec_rows rows: GPU 64 x 64 tiles of 4 x 4, CPU 64 x 128 of
   // 8 x 8 (float multiply-adds); fewer rows for a small M; within the device's limits
-  const auto tiled = vk::select_quant(vk::quant_kind::matvec, 4096, {1024, 32768, false}, "op", 4096, 64, 8);
+  const auto tiled = vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(1024, 32768, false), "op", 4096, 64, 8);
   EXPECT_EQ(tiled.name(), "vulkan.quant.tiled");
   EXPECT_EQ(tiled.bm, 64u);
   EXPECT_EQ(tiled.bn, 64u);
   EXPECT_EQ(tiled.wg, 256u);
   EXPECT_FALSE(tiled.qf);
-  const auto tcpu = vk::select_quant(vk::quant_kind::matvec, 4096, {1024, 32768, true}, "op", 4096, 64, 8);
+  const auto tcpu = vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(1024, 32768, true), "op", 4096, 64, 8);
   EXPECT_EQ(tcpu.bn, 128u);
   EXPECT_EQ(tcpu.tm, 8u);
   EXPECT_TRUE(tcpu.qf);
-  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {1024, 32768, false}, "op", 4096, 5, 8).bm, 8u);
-  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {1024, 32768, false}, "op", 4096, 4, 8).name(),
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(1024, 32768, false), "op", 4096, 5, 8).bm, 8u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(1024, 32768, false), "op", 4096, 4, 8).name(),
             "vulkan.quant.matvec");
   for (const bool cpu : {false, true}) {
     for (const std::uint32_t inv : {64u, 128u, 256u, 1024u}) {
@@ -706,7 +723,7 @@ TEST_F(quant, tiled_sizes_come_from_the_device_and_fit_its_limits) {
         for (const int bits : {8, 4, 2}) {
           for (const index_t M : {5, 17, 64, 1000}) {
             for (const index_t K : {32, 96, 4096}) {
-              const auto t = vk::select_quant(vk::quant_kind::matvec, K, {inv, shm, cpu}, "op", 4096, M, bits);
+              const auto t = vk::select_quant(vk::quant_kind::matvec, K, quant_dev(inv, shm, cpu), "op", 4096, M, bits);
               if (t.kind != vk::quant_kind::tiled) continue;  // no tile fits: matvec
               EXPECT_LE(t.wg, inv);
               EXPECT_GE(t.wg, t.bm);
@@ -720,7 +737,7 @@ TEST_F(quant, tiled_sizes_come_from_the_device_and_fit_its_limits) {
       }
     }
   }
-  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, {256, 16384, false}, "op", 4096, 64, 8).name(), "vulkan.quant.tiled");
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(256, 16384, false), "op", 4096, 64, 8).name(), "vulkan.quant.tiled");
 }
 
 TEST_F(quant, kernel_variants_are_named) {
@@ -761,9 +778,9 @@ TEST_F(quant, kiln_vulkan_quant_names_a_kernel_and_an_arithmetic) {
 TEST_F(quant, dot_products_run_where_accelerated_or_forced) {
   namespace vk = kiln::detail::vk;
   using vk::quant_kind;
-  const vk::quant_device slow{1024, 32768, true, true, false};  // lavapipe: the feature, nothing accelerated
-  const vk::quant_device fast{1024, 32768, false, true, true};  // a GPU reporting signed 4x8 dots accelerated
-  const vk::quant_device none{1024, 32768, false, false, false};
+  const auto slow = quant_dev(1024, 32768, true, true, false);  // lavapipe: the feature, nothing accelerated
+  const auto fast = quant_dev(1024, 32768, false, true, true);  // a GPU reporting signed 4x8 dots accelerated
+  const auto none = quant_dev(1024, 32768, false, false, false);
   const vk::quant_forcing dot{vk::quant_force::none, true}, plain{vk::quant_force::none, false};
   for (const index_t M : {1, 64}) {
     const std::string kernel = M == 1 ? "vulkan.quant.matvec" : "vulkan.quant.tiled";

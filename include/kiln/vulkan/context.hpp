@@ -30,6 +30,7 @@
 #include "kiln/core/profiler.hpp"
 #include "kiln/detail/config.hpp"
 #include "kiln/detail/constant_cache.hpp"
+#include "kiln/vulkan/codegen/caps.hpp"
 #include "kiln/vulkan/device.hpp"
 #include "kiln/vulkan/memory.hpp"
 #include "kiln/vulkan/profiler.hpp"
@@ -78,6 +79,10 @@ struct context_options {
   std::optional<std::uint32_t> profile_gpu_every;
 };
 
+/// What device d lets generated kernels use (codegen/caps.hpp); texel_reads: the
+/// context's choice. KILN_VULKAN_COOPMAT=0 turns cooperative matrices off.
+KILN_DECL device_caps make_device_caps(const device_info& d, bool texel_reads);
+
 /// The state one Vulkan context and all its tensors share.
 class context_state {
  public:
@@ -121,6 +126,8 @@ class context_state {
   bool texel_reads() const noexcept { return texel_reads_; }
   /// Whether generated kernels may run one step per invocation (context_options::single_step).
   bool single_step() const noexcept { return single_step_; }
+  /// What the device lets every kernel family use, built once (make_device_caps).
+  const device_caps& caps() const noexcept { return caps_; }
   /// Whether a kernel may read allocation a through a uniform texel view.
   bool texel_viewable(const allocation& a) const noexcept { return pool_->texel_viewable(a); }
   VkDevice device() const noexcept { return device_.dev; }
@@ -377,6 +384,7 @@ class context_state {
   bool validation_ = false;
   bool texel_reads_ = false;
   bool single_step_ = true;
+  device_caps caps_;
   bool zero_copy_ = false;
   std::unique_ptr<instance> instance_;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;

@@ -54,7 +54,8 @@
 #include "kiln/core/error.hpp"
 #include "kiln/detail/config.hpp"
 #include "kiln/ops/attention/attention.hpp"
-#include "kiln/vulkan/codegen/gemm.hpp"  // gemm_device: the device limits every kernel family reads
+#include "kiln/vulkan/codegen/caps.hpp"
+#include "kiln/vulkan/codegen/gemm.hpp"  // gemm_detail::ceil_div
 #include "kiln/vulkan/codegen/structural.hpp"
 
 namespace kiln::detail::vk {
@@ -85,15 +86,15 @@ struct attention_choice {
 
 /// Whether device dev runs flash_lanes: a CPU device whose subgroup (shuffles in compute)
 /// fits a workgroup.
-KILN_DECL bool attention_lanes_fit(const gemm_device& dev);
+KILN_DECL bool attention_lanes_fit(const device_caps& dev);
 
 /// Whether device dev runs flash_slices: subgroup shuffles in compute shaders and a
 /// workgroup of 128 invocations that whole subgroups fill.
-KILN_DECL bool attention_slices_fit(const gemm_device& dev);
+KILN_DECL bool attention_slices_fit(const device_caps& dev);
 
 /// The variant for dims d on device dev; `forced` (KILN_VULKAN_ATTENTION) overrides.
 /// `what` names the operands for errors: kiln::device_error when nothing fits the device.
-KILN_DECL attention_choice select_attention(const attention_dims& d, const gemm_device& dev, std::string_view forced,
+KILN_DECL attention_choice select_attention(const attention_dims& d, const device_caps& dev, std::string_view forced,
                                             const std::string& what);
 
 /// What an attention kernel is compiled for (sizes are specialisation constants).
@@ -152,7 +153,7 @@ std::string attention_what(const S& s) {
 /// The variant an attention node s runs on a device dev (shared by recording and
 /// kiln::kernel_variant).
 template <class S>
-attention_choice attention_choice_of(const S& s, const gemm_device& dev) {
+attention_choice attention_choice_of(const S& s, const device_caps& dev) {
   return select_attention(attention_dims_of(s), dev, forced_attention(), attention_what(s) + " on vulkan");
 }
 
@@ -161,7 +162,7 @@ attention_choice attention_choice_of(const S& s, const gemm_device& dev) {
 /// kiln::shape_error where sizes pass the kernels' 32-bit indexing, kiln::device_error
 /// where no variant fits the device.
 template <class T, class B, class N>
-attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, const gemm_device& dev,
+attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, const device_caps& dev,
                                        std::uint32_t max_push_bytes, std::string_view block_glsl, std::string_view flash_glsl,
                                        std::string_view flash_lanes_glsl, std::string_view flash_slices_glsl,
                                        std::string_view decode_glsl,
@@ -199,7 +200,7 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
   const bool flashy = c.kind == attention_kind::flash || c.kind == attention_kind::flash_lanes ||
                       c.kind == attention_kind::flash_slices;
   a.dvl = flashy ? 1 : static_cast<std::uint32_t>(ceil_div(std::uint64_t(std::max<index_t>(d.Dv, 1)), c.wg));
-  a.subgroup = !flashy && dev.subgroup > 1 && c.wg % dev.subgroup == 0;
+  a.subgroup = !flashy && dev.arithmetic_subgroup() > 1 && c.wg % dev.arithmetic_subgroup() == 0;
   binder bind;
   plan_operands(a.base, ops, in_lay, out_lay, bind);
   a.base.acc_float = true;

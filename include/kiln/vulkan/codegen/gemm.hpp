@@ -35,24 +35,12 @@
 #include "kiln/core/error.hpp"
 #include "kiln/detail/config.hpp"
 #include "kiln/ops/linalg/matmul.hpp"
+#include "kiln/vulkan/codegen/caps.hpp"
 #include "kiln/vulkan/codegen/structural.hpp"
 
 namespace kiln::detail::vk {
 
 enum class gemm_kind : std::uint8_t { naive = 1, tiled = 2, matvec = 3, splitk = 4, coopmat = 5 };
-
-/// What the device allows a matmul kernel (from its limits; see ops/gemm.hpp).
-struct gemm_device {
-  std::uint32_t max_invocations = 256;  // maxComputeWorkGroupInvocations
-  std::uint32_t max_wg_x = 256;         // maxComputeWorkGroupSize[0]
-  std::uint32_t shared_bytes = 16384;   // maxComputeSharedMemorySize
-  std::uint32_t subgroup = 0;           // nonzero: subgroup arithmetic in compute, of this size
-  bool shuffle = false;                 // subgroupShuffle in compute (with subgroup nonzero)
-  bool cpu = false;                     // a CPU device (lavapipe): larger register blocks
-  /// Nonzero: a cooperative-matrix product f16 x f16 + f32 -> f32 of this m x n x k that
-  /// the driver reports and kiln may use (see vulkan/device.hpp), with subgroups of `subgroup`.
-  std::uint32_t cm_m = 0, cm_n = 0, cm_k = 0;
-};
 
 /// A chosen variant and its sizes.
 struct gemm_choice {
@@ -90,7 +78,7 @@ KILN_DECL std::uint64_t splitk_chunk(index_t K, std::uint64_t want, std::uint32_
 /// (64x64, or 32x32 when M or N is small; on a CPU device 128x128 when at least 8 such
 /// tiles); `forced` (KILN_VULKAN_GEMM) overrides. `what` names the operands for errors:
 /// kiln::device_error when no size of the variant fits the device.
-KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, const gemm_device& dev,
+KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, const device_caps& dev,
                                   std::string_view forced, const std::string& what, bool f16_operands = false);
 
 /// What a matmul kernel is compiled for (sizes are specialisation constants, not here).
@@ -157,7 +145,7 @@ void gemm_b_strides(const Bt& b, const matmul_dims& d, index_t& bsk, index_t& bs
 /// The variant a matmul node s runs on a device dev (shared by recording and
 /// kiln::kernel_variant).
 template <class S>
-gemm_choice gemm_choice_of(const S& s, const gemm_device& dev) {
+gemm_choice gemm_choice_of(const S& s, const device_caps& dev) {
   const matmul_dims d = matmul_dims_of(s);
   const auto& b = std::get<0>(s.params).t;
   index_t bsk = 0, bsn = 0;
@@ -173,7 +161,7 @@ gemm_choice gemm_choice_of(const S& s, const gemm_device& dev) {
 /// kiln::shape_error where positions pass the kernels' 32-bit indexing, kiln::device_error
 /// where no variant fits the device.
 template <class T, class B, class N>
-gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_device& dev, std::uint32_t max_push_bytes,
+gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const device_caps& dev, std::uint32_t max_push_bytes,
                              std::string_view naive_glsl, std::string_view tiled_glsl, std::string_view matvec_glsl,
                              std::string_view merge_glsl, std::string_view coopmat_glsl) {
   using namespace structural_detail;
@@ -265,7 +253,8 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const gemm_dev
       g.b4k = !n4 && k4;
     }
   }
-  g.subgroup = c.kind == gemm_kind::matvec && !c.columns && dev.subgroup > 1 && c.wg % dev.subgroup == 0;
+  const std::uint32_t sg = dev.arithmetic_subgroup();
+  g.subgroup = c.kind == gemm_kind::matvec && !c.columns && sg > 1 && c.wg % sg == 0;
 
   // geometry
   std::uint64_t tiles_m = 1, tiles_n = 1, kchunk = std::uint64_t(d.K), kchunks = 1;

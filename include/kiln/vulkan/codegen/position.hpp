@@ -57,7 +57,7 @@ const structural_source& position_source(const N& n, const S& s, const structura
 /// inv_freq; embedding: the ids, contiguous). Throws kiln::shape_error past the 32-bit
 /// indexing of the kernel.
 template <class T, class B, class N>
-structural_kernel make_position_kernel(const tensor<T, B>& out, const N& n, const structural_options& opt,
+structural_kernel make_position_kernel(const tensor<T, B>& out, const N& n, const device_caps& dev,
                                        std::span<const position_param> params, std::string_view tmpl) {
   using namespace structural_detail;
   const auto& s = find_structural(n);
@@ -98,7 +98,7 @@ structural_kernel make_position_kernel(const tensor<T, B>& out, const N& n, cons
   plan_operands(plan, ops, in_lay, out_lay, bind);
   for (const position_param& q : params) plan.params.push_back(operand_plan{q.type, bind(q.storage), access::strided, -1});
   plan.bindings = static_cast<std::uint32_t>(bind.storages.size());
-  plan.wg = std::min<std::uint32_t>(pow2_floor(std::max<std::uint32_t>(opt.max_workgroup, 1)), 128);
+  plan.wg = std::min<std::uint32_t>(pow2_floor(std::max<std::uint32_t>(dev.workgroup_limit(), 1)), 128);
 
   std::vector<std::uint32_t>& w = kn.push;
   word(w, rows, "row count");
@@ -109,7 +109,7 @@ structural_kernel make_position_kernel(const tensor<T, B>& out, const N& n, cons
   signed_word(w, params[0].stride, "stride");
   if constexpr (rope) word(w, params[1].offset, "element offset");
   (void)output_words<LO>(w, ops.out, out_lay, plan.out, n, s);
-  plan.params_buffer = opt.max_push_bytes && w.size() * 4 > opt.max_push_bytes;
+  plan.params_buffer = dev.max_push_bytes && w.size() * 4 > dev.max_push_bytes;
 
   bool interleaved = false;
   if constexpr (rope) interleaved = s.op.interleaved;

@@ -52,6 +52,7 @@
 #include "kiln/ops/quant/qmatmul.hpp"
 #include "kiln/ops/quant/quantize.hpp"
 #include "kiln/ops/quant/scheme.hpp"
+#include "kiln/vulkan/codegen/caps.hpp"
 #include "kiln/vulkan/codegen/structural.hpp"
 
 namespace kiln::detail::vk {
@@ -107,16 +108,6 @@ KILN_DECL quant_forcing parse_quant_forcing(std::string_view v);
 
 KILN_DECL quant_forcing forced_quant();
 
-/// What the device allows a quant kernel (from its limits; see ops/quant.hpp).
-struct quant_device {
-  std::uint32_t max_invocations = 256;  // min(maxComputeWorkGroupInvocations, Size[0])
-  std::uint32_t shared_bytes = 16384;   // maxComputeSharedMemorySize
-  bool cpu = false;                     // a CPU device (lavapipe): several columns per invocation,
-                                        // the tiled kernel's products as float multiply-adds
-  bool dot = false;                     // shaderIntegerDotProduct (enabled on the device)
-  bool dot_fast = false;                // ... and 4x8-bit packed signed dot products accelerated
-};
-
 /// A chosen kernel and its sizes.
 struct quant_choice {
   quant_kind kind = quant_kind::pack;
@@ -150,7 +141,7 @@ namespace quant_detail {
 /// device's invocations or shared memory (kept to 32 KiB), with at least bm invocations
 /// (step 1 of the kernel). K is staged 512, 256 or 128 weights at a time, the largest
 /// that fits (no more than K needs).
-KILN_DECL bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits, const quant_device& dev);
+KILN_DECL bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits, const device_caps& dev);
 
 }  // namespace quant_detail
 
@@ -164,7 +155,7 @@ KILN_DECL bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits
 /// 4x8-bit dot products (quant_choice::dot, in place of the tiled kernel's float
 /// multiply-adds too) where the device has them and reports the signed one accelerated,
 /// or where KILN_VULKAN_QUANT says "dot" (kiln::shader_error on a device without them).
-KILN_DECL quant_choice select_quant(quant_kind kind, index_t K, const quant_device& dev, const std::string& what,
+KILN_DECL quant_choice select_quant(quant_kind kind, index_t K, const device_caps& dev, const std::string& what,
                                     index_t N = 0, index_t M = 1, int bits = 8, quant_forcing forced = {});
 
 /// What a quant kernel is compiled for (sizes are specialisation constants, not here).
@@ -215,7 +206,7 @@ std::string quant_what(const S& s) {
 
 /// The kernel a quant node s runs on device dev (shared by recording and kiln::kernel_variant).
 template <class S>
-quant_choice quant_choice_of(const S& s, const quant_device& dev) {
+quant_choice quant_choice_of(const S& s, const device_caps& dev) {
   using V = vk_quant_op<typename S::op_type>;
   const detail::quant_layout& l = s.op.layout;
   const index_t M = V::kind == quant_kind::matvec && l.K ? s.input_shape.numel() / l.K : 1;
@@ -233,7 +224,7 @@ struct quant_templates {
 /// Throws kiln::shape_error where positions pass the kernels' 32-bit indexing,
 /// kiln::shader_error where the device's shared memory is too small.
 template <class T, class B, class N>
-quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const quant_device& dev, std::uint32_t max_push_bytes,
+quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const device_caps& dev, std::uint32_t max_push_bytes,
                                const quant_templates& tmpl) {
   using namespace structural_detail;
   const auto& s = find_structural(n);

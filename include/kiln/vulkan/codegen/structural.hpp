@@ -40,6 +40,7 @@
 #include "kiln/ops/reduce/argmax.hpp"
 #include "kiln/ops/reduce/reducer.hpp"
 #include "kiln/ops/reduce/softmax.hpp"
+#include "kiln/vulkan/codegen/caps.hpp"
 #include "kiln/vulkan/codegen/emitter.hpp"
 #include "kiln/vulkan/codegen/source_cache.hpp"  // source_cache_for
 #include "kiln/vulkan/codegen/plan.hpp"
@@ -189,21 +190,6 @@ struct vk_structural_op<norm_op<Root>> {
   static constexpr bool log = false, largest = false;
 };
 
-
-/// What the device allows a structural kernel (0: none / no limit, as for codegen tests).
-struct structural_options {
-  std::uint32_t max_workgroup = 256;  // invocations per workgroup (maxComputeWorkGroupInvocations, Size[0])
-  std::uint32_t subgroup_size = 0;    // nonzero: subgroup shuffles in compute, of this size
-  std::uint32_t shared_bytes = 0;     // shared memory per workgroup: row ops cache lines that fit
-  std::uint32_t max_push_bytes = 0;   // beyond: the parameters go to a storage buffer
-  index_t split_from = index_t(1) << 16;  // lines at least this long take the split pass
-  /// A CPU device (lavapipe: subgroups run one after another, lane by lane for memory,
-  /// barriers are coroutine switches): lines of the rows mode go one subgroup each
-  /// (structural_plan::lanes), given subgroup shuffles.
-  bool lanes = false;
-  bool texel_reads = false;                // (lanes, vec4) inputs may be read through texel views
-  std::uint32_t max_texel_buffers = 0;     // uniform texel buffers a kernel may bind
-};
 
 /// A statement's structural kernel: one source (phase 0), or the split pass's two, the
 /// parameters both take, and the workgroups each needs.
@@ -429,7 +415,7 @@ struct structural_walk {
 };
 
 template <class S>
-structural_walk structural_walk_of(const S& s, const structural_options& opt) {
+structural_walk structural_walk_of(const S& s, const device_caps& dev) {
   constexpr bool row_op = S::family == structural_family::row;
   structural_walk w;
   w.split = s.split();
@@ -443,7 +429,7 @@ structural_walk structural_walk_of(const S& s, const structural_options& opt) {
   else w.axis_last = w.split.inner > 1 && !s.all && w.split.extent > column_extent_max;
   if (w.axis_last) w.split = {w.split.outer * w.split.inner, w.split.extent, 1};
   w.mode = !row_op && w.split.inner > 1 ? structural_mode::columns : structural_mode::rows;
-  w.split_pass = w.mode == structural_mode::rows && opt.split_from > 0 && w.split.extent >= opt.split_from;
+  w.split_pass = w.mode == structural_mode::rows && dev.split_from > 0 && w.split.extent >= dev.split_from;
   return w;
 }
 
@@ -467,7 +453,7 @@ std::uint32_t row_contiguous(const iteration_layout<L>& lay, const structural_de
 /// starts on a multiple of 4 and every operand is an f32 read (or written) contiguously
 /// or a constant; bindings only the prologue reads go through texel views when allowed.
 KILN_DECL void plan_lane_steps(structural_plan& plan, const structural_detail::operand_fact* fin,
-                               const structural_detail::operand_fact* fout, index_t extent, const structural_options& opt,
+                               const structural_detail::operand_fact* fout, index_t extent, const device_caps& dev,
                                bool params_four, std::uint32_t in_rows, std::uint32_t out_rows);
 
 /// Plans and generates the structural kernel of `out = n` (a planned tree: one structural
@@ -475,7 +461,7 @@ KILN_DECL void plan_lane_steps(structural_plan& plan, const structural_detail::o
 /// and columns_glsl: kernels/reduce/{ops,rows,columns}.comp. Throws kiln::shape_error where
 /// positions or offsets pass the kernels' 32-bit indexing.
 template <class T, class B, class N>
-structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, const structural_options& opt,
+structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, const device_caps& dev,
                                          std::string_view ops_glsl, std::string_view rows_glsl,
                                          std::string_view columns_glsl) {
   using namespace structural_detail;
@@ -486,7 +472,7 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
   constexpr bool row_op = S::family == structural_family::row;
 
   structural_kernel kn;
-  const structural_walk walk = structural_walk_of(s, opt);
+  const structural_walk walk = structural_walk_of(s, dev);
   axis_split sp = walk.split;
   dim_order perm;
   if (walk.axis_last) perm = dim_order::axis_last(s.input_shape.rank(), s.axis);
@@ -527,26 +513,26 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
 
   // variant
   const index_t R = sp.extent;
-  const std::uint32_t max_wg = pow2_floor(std::max<std::uint32_t>(std::min<std::uint32_t>(opt.max_workgroup, 256), 1));
+  const std::uint32_t max_wg = pow2_floor(std::max<std::uint32_t>(std::min<std::uint32_t>(dev.workgroup_limit(), 256), 1));
   plan.mode = walk.mode;
   index_t chunk = std::max<index_t>(R, 1), chunks = 1;
   if (plan.mode == structural_mode::columns) {
     plan.wg = std::min<std::uint32_t>(max_wg, 64);
   } else {
     plan.wg = std::min<std::uint32_t>(max_wg, R >= 2048 ? 256 : 64);
-    const std::uint32_t sg = opt.subgroup_size;
+    const std::uint32_t sg = dev.shuffle_subgroup();
     plan.subgroup = sg > 1 && (sg & (sg - 1)) == 0 && plan.wg % sg == 0;
     if (walk.split_pass) {
       const index_t wg = plan.wg;
-      chunk = std::max<index_t>(std::max<index_t>(opt.split_from / 4, wg), (R + 1023) / 1024);
+      chunk = std::max<index_t>(std::max<index_t>(dev.split_from / 4, wg), (R + 1023) / 1024);
       chunk = (chunk + wg - 1) / wg * wg;
       chunks = (R + chunk - 1) / chunk;
     }
-    if (row_op && chunks == 1 && opt.shared_bytes > plan.wg * 16 + 1024) {
-      const std::uint32_t cap = pow2_floor(std::min<std::uint64_t>(8192, (opt.shared_bytes - plan.wg * 16 - 1024) / 4));
+    if (row_op && chunks == 1 && dev.shared_bytes > plan.wg * 16 + 1024) {
+      const std::uint32_t cap = pow2_floor(std::min<std::uint64_t>(8192, (dev.shared_bytes - plan.wg * 16 - 1024) / 4));
       if (R <= cap) plan.cache = cap;
     }
-    if (chunks == 1 && opt.lanes && sg > 1 && (sg & (sg - 1)) == 0 && sg <= max_wg) {
+    if (chunks == 1 && dev.lanes && sg > 1 && (sg & (sg - 1)) == 0 && sg <= max_wg) {
       plan.lanes = true;
       plan.wg = sg;
       plan.subgroup = true;
@@ -559,7 +545,7 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
              ...);
           },
           s.params);
-      plan_lane_steps(plan, fin, fout, R, opt, params_four, row_contiguous(in_lay, fin, R, 1),
+      plan_lane_steps(plan, fin, fout, R, dev, params_four, row_contiguous(in_lay, fin, R, 1),
                       row_op ? row_contiguous(out_lay, fout, R, 1) : 0u);
     }
   }
@@ -585,7 +571,7 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
       },
       s.params);
   [[maybe_unused]] const std::size_t scalars = output_words<LO>(w, fout, out_lay, plan.out, n, s);
-  plan.params_buffer = opt.max_push_bytes && w.size() * 4 > opt.max_push_bytes;
+  plan.params_buffer = dev.max_push_bytes && w.size() * 4 > dev.max_push_bytes;
   KILN_ASSERT(w.size() == structural_param_words(plan, scalars));
 
   const std::string_view mode_glsl = plan.mode == structural_mode::rows ? rows_glsl : columns_glsl;

@@ -3,8 +3,45 @@
 #pragma once
 
 #include "kiln/vulkan/context.hpp"
+#include "kiln/vulkan/codegen/plan.hpp"  // max_texel_binding
 
 namespace kiln::detail::vk {
+
+KILN_DECL device_caps make_device_caps(const device_info& d, bool texel_reads) {
+  device_caps c;
+  c.max_invocations = d.max_workgroup_invocations;
+  c.max_wg_x = d.max_workgroup_size[0];
+  c.shared_bytes = d.max_shared_memory;
+  c.max_push_bytes = std::max<std::uint32_t>(d.max_push_constants, 4);  // 0 would mean "no limit"
+  c.max_storage_buffers = std::max<std::uint32_t>(d.max_storage_buffers, 1);
+  const auto has = [&](const char* op) {
+    return std::find(d.subgroup_operations.begin(), d.subgroup_operations.end(), op) != d.subgroup_operations.end();
+  };
+  if (d.subgroups_in_compute && has("basic")) c.subgroup = d.subgroup_size;
+  c.subgroup_arithmetic = has("arithmetic");
+  c.subgroup_shuffle = has("shuffle");
+  c.cpu = d.type == device_type::cpu;
+  c.lanes = c.cpu;  // (given shuffles; see device_caps_of)
+  c.int64 = d.int64;
+  c.texel_reads = texel_reads;
+  c.max_texel_buffers = std::min(d.max_texel_buffers, max_texel_binding);
+  c.texel_views = d.max_texel_buffer_elements > 0 && c.max_texel_buffers > 0;
+  c.dot = d.integer_dot_product;
+  c.dot_fast = d.dot4x8_signed_accelerated;
+  // cooperative matrices: f16 x f16 + f32 -> f32, the largest shape the driver reports
+  if (d.cooperative_matrix && d.cooperative_matrix_nv && d.fp16_arithmetic && c.arithmetic_subgroup() &&
+      !env_off("KILN_VULKAN_COOPMAT")) {
+    for (const auto& m : d.cooperative_matrix_shapes) {
+      if (m.a != "f16" || m.b != "f16" || m.c != "f32" || m.d != "f32") continue;
+      if (std::uint64_t(m.m) * m.n * m.k > std::uint64_t(c.cm_m) * c.cm_n * c.cm_k) {
+        c.cm_m = m.m;
+        c.cm_n = m.n;
+        c.cm_k = m.k;
+      }
+    }
+  }
+  return c;
+}
 
 KILN_DECL context_state::context_state(const context_options& opt) {
   validation_ = opt.validation.value_or(env_flag("KILN_VULKAN_VALIDATION"));
@@ -93,6 +130,7 @@ KILN_DECL context_state::context_state(const context_options& opt) {
   }
   texel_reads_ = texel_reads_ && info_.max_texel_buffer_elements > 0;
   single_step_ = opt.single_step;
+  caps_ = make_device_caps(info_, texel_reads_);
   // Texel views wherever the device has them, whatever texel_reads says: a kernel with
   // more inputs than the device's storage-buffer descriptors reads some through them.
   pool_ = std::make_unique<memory_pool>(dev, info_, opt.block_size, limit, true);

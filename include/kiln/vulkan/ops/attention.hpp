@@ -26,7 +26,6 @@
 #include "kiln/vulkan/context.hpp"
 #include "kiln/vulkan/kernels_embedded.hpp"
 #include "kiln/vulkan/ops/copy.hpp"
-#include "kiln/vulkan/ops/gemm.hpp"  // gemm_device_of
 #include "kiln/vulkan/ops/structural.hpp"
 
 namespace kiln::detail::vk {
@@ -37,15 +36,16 @@ struct vk_structural_kernel<attention_op<KT, VT, MT>> {
   /// e.g. "vulkan.attention.flash 32x32" or "vulkan.attention.split 8 (2 dispatches)".
   template <class S>
   static std::string variant(const S& s) {
-    return attention_choice_of(s, gemm_device_of(*node_context(s))).name();
+    return attention_choice_of(s, device_caps_of(*node_context(s))).name();
   }
 
   template <class T, class B, class N>
   static planned_kernel plan(const tensor<T, B>& out, const N& n) {
     const context_state& ctx = *out.storage()->ctx;
     std::vector<const storage*> operands = collect_operands(out, n, "attention");
+    const device_caps dev = device_caps_of(ctx);
     return planned(std::move(operands),
-                   make_attention_kernel(out, n, gemm_device_of(ctx), max_push_bytes(ctx), kernels::attention_block,
+                   make_attention_kernel(out, n, dev, dev.max_push_bytes, kernels::attention_block,
                                          kernels::attention_flash, kernels::attention_flash_lanes,
                                          kernels::attention_flash_slices, kernels::attention_decode,
                                          kernels::attention_merge));

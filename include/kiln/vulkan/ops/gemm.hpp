@@ -31,30 +31,24 @@
 
 namespace kiln::detail::vk {
 
-/// What ctx's device lets a matmul kernel use.
-KILN_DECL gemm_device gemm_device_of(const context_state& ctx);
-
 /// The contract family's kernel (vk_structural_kernel, ops/structural.hpp).
 template <class BT>
 struct vk_structural_kernel<matmul_op<BT>> {
   /// e.g. "vulkan.gemm.tiled 64x64".
   template <class S>
   static std::string variant(const S& s) {
-    return gemm_choice_of(s, gemm_device_of(*node_context(s))).name();
+    return gemm_choice_of(s, device_caps_of(*node_context(s))).name();
   }
 
   template <class T, class B, class N>
   static planned_kernel plan(const tensor<T, B>& out, const N& n) {
     const context_state& ctx = *out.storage()->ctx;
     std::vector<const storage*> operands = collect_operands(out, n, "matmul");
-    return planned(std::move(operands), make_gemm_kernel(out, n, gemm_device_of(ctx), max_push_bytes(ctx), kernels::gemm_naive,
+    const device_caps dev = device_caps_of(ctx);
+    return planned(std::move(operands), make_gemm_kernel(out, n, dev, dev.max_push_bytes, kernels::gemm_naive,
                                                          kernels::gemm_tiled, kernels::gemm_matvec, kernels::gemm_merge,
                                                          kernels::gemm_coopmat));
   }
 };
 
 }  // namespace kiln::detail::vk
-
-#if KILN_DEFINE_VULKAN_RUNTIME
-#include "kiln/vulkan/ops/impl/gemm.ipp"
-#endif

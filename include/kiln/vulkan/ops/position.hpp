@@ -23,7 +23,6 @@
 #include "kiln/vulkan/codegen/position.hpp"
 #include "kiln/vulkan/context.hpp"
 #include "kiln/vulkan/kernels_embedded.hpp"
-#include "kiln/vulkan/ops/reduce.hpp"  // structural_options_for
 #include "kiln/vulkan/ops/structural.hpp"
 
 namespace kiln::detail::vk {
@@ -45,8 +44,8 @@ struct vk_structural_kernel<rope_op> {
     std::vector<const storage*> operands = collect_operands(out, n, "rope");
     const position_param params[] = {{dtype::i32, pos.storage().get(), pos.offset(), pos.strides()[0]},
                                      {dtype::f32, inv.storage().get(), inv.offset(), 1}};
-    return planned(std::move(operands), make_position_kernel(out, n, structural_options_for(*out.storage()->ctx), params,
-                                                             kernels::position_rope));
+    return planned(std::move(operands),
+                   make_position_kernel(out, n, device_caps_of(*out.storage()->ctx), params, kernels::position_rope));
   }
 };
 
@@ -70,7 +69,7 @@ struct vk_structural_kernel<embedding_op> {
     const tensor<std::int32_t, B>& use = ids.is_contiguous() ? ids : contiguous;
     std::vector<const storage*> operands = collect_operands(out, n, "embedding", use);
     const position_param params[] = {{dtype::i32, use.storage().get(), use.offset(), 1}};
-    planned_kernel k = planned(std::move(operands), make_position_kernel(out, n, structural_options_for(*out.storage()->ctx),
+    planned_kernel k = planned(std::move(operands), make_position_kernel(out, n, device_caps_of(*out.storage()->ctx),
                                                                          params, kernels::position_embedding));
     if (k.empty()) return k;
     k.keep = contiguous.storage();

@@ -37,15 +37,12 @@
 
 namespace kiln::detail::vk {
 
-/// What ctx's device lets a quant kernel use.
-KILN_DECL quant_device quant_device_of(const context_state& ctx);
-
 /// The quant family's kernel (vk_structural_kernel, ops/structural.hpp).
 struct vk_quant_kernel {
   /// e.g. "vulkan.quant.matvec".
   template <class S>
   static std::string variant(const S& s) {
-    return quant_choice_of(s, quant_device_of(*node_context(s))).name();
+    return quant_choice_of(s, device_caps_of(*node_context(s))).name();
   }
 
   template <class T, class B, class N>
@@ -57,7 +54,8 @@ struct vk_quant_kernel {
     k.operands = collect_operands(out, n, op);
     const quant_templates tmpl{kernels::quant_pack, kernels::quant_dequantize, kernels::quant_matvec, kernels::quant_tiled,
                                kernels::quant_common};
-    quant_kernel kn = make_quant_kernel(out, n, quant_device_of(ctx), max_push_bytes(ctx), tmpl);
+    const device_caps dev = device_caps_of(ctx);
+    quant_kernel kn = make_quant_kernel(out, n, dev, dev.max_push_bytes, tmpl);
     if (kn.empty) return k;
     k.first = {kn.source, kn.choice.wg, kn.choice.constants(), kn.tasks};
     k.push = std::move(kn.push);
@@ -73,7 +71,3 @@ template <class Scheme>
 struct vk_structural_kernel<qmatmul_op<Scheme>> : vk_quant_kernel {};
 
 }  // namespace kiln::detail::vk
-
-#if KILN_DEFINE_VULKAN_RUNTIME
-#include "kiln/vulkan/ops/impl/quant.ipp"
-#endif

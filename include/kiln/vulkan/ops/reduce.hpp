@@ -37,7 +37,20 @@
 
 namespace kiln::detail::vk {
 
-/// What ctx's device lets a structural kernel use.
+/// What the device allows a structural kernel, as ops/cumsum.hpp reads it
+/// (structural_options_for builds it from device_caps_of; the families read device_caps).
+struct structural_options {
+  std::uint32_t max_workgroup = 256;  // invocations per workgroup (maxComputeWorkGroupInvocations, Size[0])
+  std::uint32_t subgroup_size = 0;    // nonzero: subgroup shuffles in compute, of this size
+  std::uint32_t shared_bytes = 0;     // shared memory per workgroup
+  std::uint32_t max_push_bytes = 0;   // beyond: the parameters go to a storage buffer
+  index_t split_from = index_t(1) << 16;  // lines at least this long take the split pass
+  bool lanes = false;                     // device_caps::lanes
+  bool texel_reads = false;               // (lanes, vec4) inputs may be read through texel views
+  std::uint32_t max_texel_buffers = 0;    // uniform texel buffers a kernel may bind
+};
+
+/// device_caps_of(ctx) as structural_options.
 KILN_DECL structural_options structural_options_for(const context_state& ctx);
 
 /// The kernel of the reduce and row families (vk_structural_kernel, ops/structural.hpp).
@@ -46,7 +59,7 @@ struct vk_reduce_kernel {
   template <class S>
   static std::string variant(const S& s) {
     const context_state* ctx = node_context(s);
-    return structural_walk_of(s, ctx ? structural_options_for(*ctx) : structural_options{}).name(S::op_type::name);
+    return structural_walk_of(s, ctx ? device_caps_of(*ctx) : device_caps{}).name(S::op_type::name);
   }
 
   template <class T, class B, class N>
@@ -54,11 +67,11 @@ struct vk_reduce_kernel {
     const context_state& ctx = *out.storage()->ctx;
     const auto& s = find_structural(n);
     std::vector<const storage*> operands = collect_operands(out, n, "evaluate");
-    structural_options opt = structural_options_for(ctx);
-    auto viewable = [&](const auto& t) { opt.texel_reads = opt.texel_reads && ctx.texel_viewable(t.storage()->alloc()); };
+    device_caps dev = device_caps_of(ctx);
+    auto viewable = [&](const auto& t) { dev.texel_reads = dev.texel_reads && ctx.texel_viewable(t.storage()->alloc()); };
     for_each_leaf(s.arg, viewable);
     std::apply([&](const auto&... q) { (viewable(q.t), ...); }, s.params);
-    return planned(std::move(operands), make_structural_kernel(out, n, opt, kernels::reduce_ops, kernels::reduce_rows,
+    return planned(std::move(operands), make_structural_kernel(out, n, dev, kernels::reduce_ops, kernels::reduce_rows,
                                                                kernels::reduce_columns));
   }
 };

@@ -17,7 +17,8 @@
 //       out = n (a planned tree holding one node of the op, its prologue and epilogue
 //       spliced in) as one dispatch or two: the operands by binding (collect_operands),
 //       the sources, parameter words and workgroups from the family's codegen
-//       (vulkan/codegen/<family>.hpp) under the context's device limits
+//       (vulkan/codegen/<family>.hpp) under device_caps_of(ctx), the one description of
+//       the device every family reads (codegen/caps.hpp)
 //
 // record_planned then binds the operands, allocates what two dispatches pass between
 // them and records the dispatches, the same for every family. ctx.kernels_launched()
@@ -32,9 +33,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>  // std::getenv
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -45,6 +48,7 @@
 #include "kiln/expr/plan.hpp"
 #include "kiln/expr/structural.hpp"
 #include "kiln/expr/traverse.hpp"
+#include "kiln/vulkan/codegen/caps.hpp"
 #include "kiln/vulkan/codegen/structural.hpp"
 #include "kiln/vulkan/context.hpp"
 #include "kiln/vulkan/ops/copy.hpp"  // same_context, require_storage_width
@@ -125,9 +129,10 @@ const context_state* node_context(const S& s) {
   return ctx;
 }
 
-/// Push-constant bytes a kernel may use on ctx's device (at least 4: 0 means no limit to
-/// the codegen); past them its parameters go to a storage buffer.
-KILN_DECL std::uint32_t max_push_bytes(const context_state& ctx);
+/// What ctx's device lets every kernel family use: the context's device_caps, with
+/// KILN_VULKAN_ROWS ("lanes" or "groups": the rows mode's layout on any device; tests,
+/// measurements) applied, as it is read per statement.
+KILN_DECL device_caps device_caps_of(const context_state& ctx);
 
 /// A reduce-, row- or position-family kernel (codegen/structural.hpp) over `operands`,
 /// planned: each dispatch's workgroup from its plan, the split pass's partials vec4s.

@@ -41,20 +41,21 @@ KILN_DECL std::string attention_choice::name() const {
   return {};
 }
 
-KILN_DECL bool attention_lanes_fit(const gemm_device& dev) {
-  return dev.cpu && dev.shuffle && dev.subgroup >= 4 && dev.subgroup <= 64 &&
-         dev.subgroup <= std::min(dev.max_invocations, dev.max_wg_x);
+KILN_DECL bool attention_lanes_fit(const device_caps& dev) {
+  const std::uint32_t sg = dev.arithmetic_subgroup();
+  return dev.cpu && sg && dev.subgroup_shuffle && sg >= 4 && sg <= 64 && sg <= dev.workgroup_limit();
 }
 
-KILN_DECL bool attention_slices_fit(const gemm_device& dev) {
-  return dev.shuffle && dev.subgroup >= 1 && dev.subgroup <= 128 && 128 % dev.subgroup == 0 &&
-         std::min(dev.max_invocations, dev.max_wg_x) >= 128;
+KILN_DECL bool attention_slices_fit(const device_caps& dev) {
+  const std::uint32_t sg = dev.arithmetic_subgroup();
+  return sg && dev.subgroup_shuffle && sg >= 1 && sg <= 128 && 128 % sg == 0 && dev.workgroup_limit() >= 128;
 }
 
-KILN_DECL attention_choice select_attention(const attention_dims& d, const gemm_device& dev, std::string_view forced,
+KILN_DECL attention_choice select_attention(const attention_dims& d, const device_caps& dev, std::string_view forced,
                                             const std::string& what) {
   using gemm_detail::ceil_div;
-  const std::uint32_t max_wg = std::min(dev.max_invocations, dev.max_wg_x);
+  const std::uint32_t max_wg = dev.workgroup_limit();
+  const std::uint32_t sg = dev.arithmetic_subgroup();
   attention_choice c;
   // "flash_slices:LxBKV" also fixes flash_slices' invocations a row and keys a tile (tuning)
   std::uint32_t want_lanes = 0, want_bkv = 0;
@@ -101,7 +102,7 @@ KILN_DECL attention_choice select_attention(const attention_dims& d, const gemm_
       throw device_error(what + ": KILN_VULKAN_ATTENTION is flash_lanes, which needs a CPU device with subgroup "
                                 "shuffles in compute shaders and a subgroup of 4 to 64 invocations");
     }
-    c.wg = dev.subgroup;  // the workgroup is one subgroup: subgroupShuffle reaches every invocation
+    c.wg = sg;  // the workgroup is one subgroup: subgroupShuffle reaches every invocation
     c.rq = 1;
     c.bkv = c.wg;
     return c;
@@ -115,7 +116,7 @@ KILN_DECL attention_choice select_attention(const attention_dims& d, const gemm_
     if (want_lanes != 0) {
       c.lanes = want_lanes;
       c.bkv = want_bkv;
-      if (c.lanes > dev.subgroup || c.shared_bytes(d.D, d.Dv) > dev.shared_bytes) return fail("flash_slices");
+      if (c.lanes > sg || c.shared_bytes(d.D, d.Dv) > dev.shared_bytes) return fail("flash_slices");
       return c;
     }
     // the fewest invocations a row (a power of 2, within a subgroup) that leave each at
@@ -124,7 +125,7 @@ KILN_DECL attention_choice select_attention(const attention_dims& d, const gemm_
     // warps), else 32 (fewer barriers a key). On an H200 (B1 S2048 D128 causal f32):
     // H 32 (1024 tasks) 2x16 2.47 ms, 2x32 2.85, 4x32 3.45, 8x32 3.73, 1x32 5.1 (spilled);
     // H 4 (128 tasks) 2x32 0.76 ms, 2x16 1.05, 4x32 0.85.
-    const std::uint32_t most = std::min<std::uint32_t>(8, pow2_floor(dev.subgroup));
+    const std::uint32_t most = std::min<std::uint32_t>(8, pow2_floor(sg));
     for (c.lanes = 1; c.lanes < most && std::max(slice_vec4s(d.D, c.lanes), slice_vec4s(d.Dv, c.lanes)) > 16;) c.lanes *= 2;
     const std::uint64_t tasks = std::uint64_t(d.B) * std::uint64_t(d.Hq) * ceil_div(std::uint64_t(std::max<index_t>(d.Sq, 1)), c.bq());
     for (c.bkv = tasks >= 512 ? 16 : 32; c.bkv >= 4; c.bkv /= 2)

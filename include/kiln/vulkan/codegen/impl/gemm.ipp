@@ -55,10 +55,11 @@ KILN_DECL std::uint64_t splitk_chunk(index_t K, std::uint64_t want, std::uint32_
 
 }  // namespace gemm_detail
 
-KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, const gemm_device& dev,
+KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, const device_caps& dev,
                                   std::string_view forced, const std::string& what, bool f16_operands) {
   using namespace gemm_detail;
-  const std::uint32_t max_wg = std::min(dev.max_invocations, dev.max_wg_x);
+  const std::uint32_t max_wg = dev.workgroup_limit();
+  const std::uint32_t sg = dev.arithmetic_subgroup();  // coopmat: subgroups of this size
   const auto fits = [&](const gemm_choice& c) { return c.wg <= max_wg && c.shared_bytes() <= dev.shared_bytes; };
   const auto fail = [&](const std::string& kind, const gemm_choice& c) -> gemm_choice {
     throw device_error(what + ": no " + kind + " matmul kernel fits the device (the smallest needs " +
@@ -112,12 +113,12 @@ KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn
   } else {
     const std::uint64_t tiles32 = ceil_div(d.M, 32) * ceil_div(d.N, 32) * std::uint64_t(d.batches());
     kind = tiles32 <= 4 && d.K >= 2048                    ? gemm_kind::splitk
-           : f16_operands && dev.cm_m && dev.subgroup > 0 ? gemm_kind::coopmat
+           : f16_operands && dev.cm_m && sg > 0 ? gemm_kind::coopmat
                                                            : gemm_kind::tiled;
   }
 
   if (kind == gemm_kind::coopmat) {
-    if (!f16_operands || !dev.cm_m || !dev.subgroup) {
+    if (!f16_operands || !dev.cm_m || !sg) {
       throw device_error(what + ": KILN_VULKAN_GEMM=coopmat needs f16 a and b and a device with cooperative matrices "
                                 "(VK_NV_cooperative_matrix reporting f16 x f16 + f32, on kiln's allow-list)" +
                          (f16_operands ? "; this device has none" : ""));
@@ -131,7 +132,7 @@ KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn
     c.cm_m = dev.cm_m;
     c.cm_n = dev.cm_n;
     c.cm_k = dev.cm_k;
-    c.subgroup = dev.subgroup;
+    c.subgroup = sg;
     for (std::size_t i = big ? 0 : 1; i < std::size(sizes); ++i) {
       const auto& z = sizes[i];
       c.bm = z[0];
@@ -139,7 +140,7 @@ KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn
       c.bk = z[2];
       c.sgm = z[3];
       c.sgn = z[4];
-      c.wg = c.sgm * c.sgn * dev.subgroup;
+      c.wg = c.sgm * c.sgn * sg;
       if ((c.bm / c.sgm) % c.cm_m == 0 && (c.bn / c.sgn) % c.cm_n == 0 && c.bk % c.cm_k == 0 && fits(c)) return c;
     }
     return fail("cooperative-matrix", c);

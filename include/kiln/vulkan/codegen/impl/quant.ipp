@@ -69,7 +69,7 @@ KILN_DECL std::string quant_choice::name() const {
 
 namespace quant_detail {
 
-KILN_DECL bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits, const quant_device& dev) {
+KILN_DECL bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits, const device_caps& dev) {
   c.tm = c.tn = dev.cpu ? 8 : 4;
   c.bn = dev.cpu ? 128 : 64;
   c.bm = 8;
@@ -81,7 +81,7 @@ KILN_DECL bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits
     c.wg = (c.bm / c.tm) * (c.bn / c.tn);
     c.bk = 128;
     for (quant_choice t = c; t.bk * 2 <= kmax && (t.bk *= 2, fits(t));) c.bk = t.bk;
-    if (c.wg >= c.bm && c.wg <= dev.max_invocations && fits(c)) return true;
+    if (c.wg >= c.bm && c.wg <= dev.workgroup_limit() && fits(c)) return true;
     if (c.bn / c.tn > c.tm && c.bn >= c.bm) c.bn /= 2;  // keeps wg >= bm: bn / tn >= tm
     else if (c.bm > c.tm) c.bm /= 2;
     else return false;
@@ -90,7 +90,7 @@ KILN_DECL bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits
 
 }  // namespace quant_detail
 
-KILN_DECL quant_choice select_quant(quant_kind kind, index_t K, const quant_device& dev, const std::string& what,
+KILN_DECL quant_choice select_quant(quant_kind kind, index_t K, const device_caps& dev, const std::string& what,
                                     index_t N, index_t M, int bits, quant_forcing forced) {
   quant_choice c;
   c.kind = kind;
@@ -103,14 +103,14 @@ KILN_DECL quant_choice select_quant(quant_kind kind, index_t K, const quant_devi
     c.dot = dev.dot && forced.dot.value_or(dev.dot_fast);
   }
   if (kind == quant_kind::matvec && force != quant_force::matvec && (M > quant_matvec_rows || force != quant_force::none)) {
-    quant_device d = dev;
+    device_caps d = dev;
     if (force == quant_force::tiled_gpu || force == quant_force::tiled_cpu) d.cpu = force == quant_force::tiled_cpu;
     quant_choice t = c;
     t.kind = quant_kind::tiled;
     t.qf = d.cpu && !t.dot;
     if (quant_detail::tiled_quant_sizes(t, M, K, bits, d)) return t;
   }
-  c.wg = pow2_floor(std::clamp<std::uint32_t>(dev.max_invocations, 1, kind == quant_kind::matvec ? 64 : 128));
+  c.wg = pow2_floor(std::clamp<std::uint32_t>(dev.workgroup_limit(), 1, kind == quant_kind::matvec ? 64 : 128));
   if (kind != quant_kind::matvec) return c;
   // x's row as int8: all of it when it fits, else the largest whole number of 128-weight
   // blocks that does (the kernel then walks K in segments, re-reading x per segment).

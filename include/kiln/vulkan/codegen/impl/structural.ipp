@@ -509,7 +509,7 @@ KILN_DECL std::string structural_walk::name(std::string_view op) const {
 }
 
 KILN_DECL void plan_lane_steps(structural_plan& plan, const structural_detail::operand_fact* fin,
-                               const structural_detail::operand_fact* fout, index_t extent, const structural_options& opt,
+                               const structural_detail::operand_fact* fout, index_t extent, const device_caps& dev,
                                bool params_four, std::uint32_t in_rows, std::uint32_t out_rows) {
   auto four = [](const operand_plan& op, const structural_detail::operand_fact& f, bool rows) {
     return op.type == dtype::f32 &&
@@ -530,7 +530,7 @@ KILN_DECL void plan_lane_steps(structural_plan& plan, const structural_detail::o
   }
   plan.vec4 = v;
   plan.params_vec4 = v && params_four && !plan.params.empty();
-  if (!v || !opt.texel_reads) return;
+  if (!v || !dev.texel_reads) return;
   std::uint32_t count = 0;
   for (std::uint32_t b = 0; b < plan.bindings && b < 32; ++b) {
     bool only_in = b != plan.out.operands[0].binding, used = false;
@@ -541,7 +541,7 @@ KILN_DECL void plan_lane_steps(structural_plan& plan, const structural_detail::o
       used = used || q.binding == b;
     }
     for (std::size_t o = 1; o < plan.in.operands.size(); ++o) used = used || plan.in.operands[o].binding == b;
-    if (only_in && used && (opt.max_texel_buffers == 0 || count < opt.max_texel_buffers)) {
+    if (only_in && used && (dev.max_texel_buffers == 0 || count < dev.max_texel_buffers)) {
       plan.texel_bindings |= 1u << b;
       ++count;
     }

@@ -8,14 +8,14 @@
 namespace kiln::detail::vk {
 
 KILN_DECL plan_options plan_options_for(const context_state& ctx) {
-  const device_info& d = ctx.info();
-  const std::uint64_t max_invocations = ctx.single_step() ? std::uint64_t(ctx.workgroup_size()) * d.max_workgroup_count[0] : 0;
-  plan_options o{d.int64, ctx.texel_reads(), max_invocations};
-  o.max_push_bytes = std::max<std::uint32_t>(d.max_push_constants, 4);  // 0 would mean "no limit"
-  o.max_storage_buffers = std::max<std::uint32_t>(d.max_storage_buffers, 1);
-  o.max_texel_buffers = std::min(d.max_texel_buffers, max_texel_binding);
-  o.texel_views = d.max_texel_buffer_elements > 0 && o.max_texel_buffers > 0;
-  o.texel_reads = o.texel_reads && o.texel_views;
+  const device_caps& c = ctx.caps();
+  const std::uint64_t max_invocations =
+      ctx.single_step() ? std::uint64_t(ctx.workgroup_size()) * ctx.info().max_workgroup_count[0] : 0;
+  plan_options o{c.int64, c.texel_reads && c.texel_views, max_invocations};
+  o.max_push_bytes = c.max_push_bytes;
+  o.max_storage_buffers = c.max_storage_buffers;
+  o.max_texel_buffers = c.max_texel_buffers;
+  o.texel_views = c.texel_views;
   return o;
 }
 

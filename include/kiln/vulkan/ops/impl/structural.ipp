@@ -7,8 +7,11 @@
 
 namespace kiln::detail::vk {
 
-KILN_DECL std::uint32_t max_push_bytes(const context_state& ctx) {
-  return std::max<std::uint32_t>(ctx.info().max_push_constants, 4);
+KILN_DECL device_caps device_caps_of(const context_state& ctx) {
+  device_caps c = ctx.caps();
+  if (const char* v = std::getenv("KILN_VULKAN_ROWS"); v && *v) c.lanes = std::string_view(v) == "lanes";
+  c.lanes = c.lanes && c.shuffle_subgroup() > 1;  // a subgroup a line: its lanes merge by shuffles
+  return c;
 }
 
 KILN_DECL planned_kernel planned(std::vector<const storage*> operands, const structural_kernel& kn) {
