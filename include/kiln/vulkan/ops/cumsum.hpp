@@ -163,7 +163,8 @@ struct vk_structural_kernel<cumsum_op> {
     const auto out_lay = make_layout(out, n, perm);
     const auto ops = gather_operands(out, n, s);
 
-    const choice c = choose(structural_options_for(ctx), R);
+    const structural_options opt = structural_options_for(ctx);
+    const choice c = choose(opt, R);
     const index_t chunk = chunk_of(R, c.wg, c.how), chunks = chunk ? (R + chunk - 1) / chunk : 1;
     if (sp.outer * chunks > index_t(UINT32_MAX)) {
       throw_index_limit("kiln::cumsum on vulkan: " + s.arg.describe(), index_limit::workgroups, {}, "the tensor");
@@ -185,7 +186,6 @@ struct vk_structural_kernel<cumsum_op> {
     word(w, chunks, "chunk count");
     input_words<LI>(w, ops.in, in_lay, plan.in);
     (void)output_words<LO>(w, ops.out, out_lay, plan.out, n, s);
-    const structural_options opt = structural_options_for(ctx);
     plan.params_buffer = opt.max_push_bytes && w.size() * 4 > opt.max_push_bytes;
 
     if (!chunk) {
