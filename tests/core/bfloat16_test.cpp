@@ -17,6 +17,9 @@
 
 #include "random.hpp"
 
+// A named namespace around the file: its helpers share names with half_test.cpp's, and
+// the unity build (tests/CMakeLists.txt) compiles both in one translation unit.
+namespace bfloat16_tests {
 namespace {
 
 constexpr std::uint32_t patterns = 1u << 16;
@@ -188,3 +191,5 @@ TEST(bfloat16, matches_nearest_even_on_float_inputs) {
   for (int i = 0; i < 1'000'000; ++i) check(bits(g));
   EXPECT_EQ(bad, 0u) << "of " << checked << " inputs; " << kiln_test::seed_note();
 }
+
+}  // namespace bfloat16_tests

@@ -32,7 +32,7 @@ using faults = kiln::detail::vk::fault_injection;
 
 using kiln_test::temp_cache;
 
-kiln::context<kiln::vulkan> fresh_context() { return kiln::context<kiln::vulkan>{kiln_test::validated()}; }
+using kiln_test::fresh_context;
 
 /// Statement A (two buffers) on ctx, checked.
 void run_a(kiln::context<kiln::vulkan>& ctx, float k = 1.5f) {

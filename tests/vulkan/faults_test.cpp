@@ -18,9 +18,7 @@ namespace {
 using faults_test = kiln_test::vulkan_test;
 using faults = kiln::detail::vk::fault_injection;
 
-kiln::context<kiln::vulkan> fresh_context(kiln::vulkan::options o = {}) {
-  return kiln::context<kiln::vulkan>{kiln_test::validated(o)};
-}
+using kiln_test::fresh_context;
 
 /// The user's code, written once for any backend: a fused statement and a read-back.
 template <kiln::backend B>

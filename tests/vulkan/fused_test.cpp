@@ -33,7 +33,7 @@ struct broken_op {
 using kiln_test::temp_cache;
 
 /// A context of its own (so its in-memory kernel cache starts empty), validation on.
-kiln::context<kiln::vulkan> fresh_context() { return kiln::context<kiln::vulkan>{kiln_test::validated()}; }
+using kiln_test::fresh_context;
 
 /// Runs one fused statement on ctx and checks it.
 void run_statement(kiln::context<kiln::vulkan>& ctx, float k) {

@@ -29,8 +29,8 @@ namespace {
 
 using matmul = kiln_test::vulkan_test;
 using kiln::index_t;
-constexpr float inf = std::numeric_limits<float>::infinity();
-constexpr float qnan = std::numeric_limits<float>::quiet_NaN();
+using kiln_test::inf;
+using kiln_test::qnan;
 
 template <class T>
 std::vector<double> doubles(const std::vector<T>& v) {

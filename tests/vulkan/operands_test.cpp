@@ -18,7 +18,7 @@
 
 namespace {
 
-namespace vk = kiln::detail::vk;
+namespace vkd = kiln::detail::vk;
 using operands = kiln_test::vulkan_test;
 using gpu_tensor = kiln::tensor<float, kiln::vulkan>;
 
@@ -26,13 +26,13 @@ kiln::context<kiln::vulkan> context_with(kiln::vulkan::options o) { return kiln:
 
 /// The plan ctx's generated kernel for `y = e` gets (what record_elementwise_kernel decides).
 template <class E>
-vk::kernel_plan plan_of(kiln::context<kiln::vulkan>& ctx, const gpu_tensor& y, const E& e) {
-  vk::plan_options opt = vk::plan_options_for(*ctx.state());
+vkd::kernel_plan plan_of(kiln::context<kiln::vulkan>& ctx, const gpu_tensor& y, const E& e) {
+  vkd::plan_options opt = vkd::plan_options_for(*ctx.state());
   kiln::detail::for_each_leaf(e, [&](const auto& in) {
     opt.texel_views = opt.texel_views && ctx.state()->texel_viewable(in.storage()->alloc());
   });
   opt.texel_reads = opt.texel_reads && opt.texel_views;
-  return vk::make_kernel(y, e, opt).source.plan;
+  return vkd::make_kernel(y, e, opt).source.plan;
 }
 
 /// Expects got == want within rel * scale[i] (+ a float's rounding of want).
@@ -117,7 +117,7 @@ TEST_F(operands, parameters_past_the_push_constant_limit_go_to_a_buffer) {
     }
     expect_close(y.to_host(), want, scale, 1e-5, what);
   };
-  const auto k = vk::make_kernel(y, statement(1.0f), vk::plan_options_for(*c.state()));
+  const auto k = vkd::make_kernel(y, statement(1.0f), vkd::plan_options_for(*c.state()));
   EXPECT_EQ(k.args.push.size() * 4, 172u);
   EXPECT_EQ(k.source.plan.params_buffer, 172 > kiln::vulkan::device(c).max_push_constants);
   y = statement(1.0f);
@@ -186,9 +186,9 @@ TEST_F(operands, thirty_two_strided_rank8_operands) {
     const auto seq = std::make_index_sequence<wide_count>();
     const auto plan = plan_of(c, y, weighted_sum(x, w, seq));
     EXPECT_EQ(plan.bindings, 33u);
-    EXPECT_EQ(plan.operands[1].how, vk::access::strided);
+    EXPECT_EQ(plan.operands[1].how, vkd::access::strided);
     EXPECT_TRUE(plan.params_buffer);  // over 300 words of parameters
-    EXPECT_LE(vk::storage_buffers(plan), kiln::vulkan::device(c).max_storage_buffers);
+    EXPECT_LE(vkd::storage_buffers(plan), kiln::vulkan::device(c).max_storage_buffers);
     y = weighted_sum(x, w, seq);
     std::vector<double> want(n, 0.0), scale(n, 0.0);
     for (std::size_t i = 0; i < n; ++i) {
@@ -285,7 +285,7 @@ TEST_F(operands, a_small_devices_limits_read_inputs_through_texel_views) {
   const auto plan = plan_of(c, y, s.expr());
   EXPECT_FALSE(plan.vec4);
   EXPECT_FALSE(plan.params_buffer);  // 30 words
-  EXPECT_EQ(vk::storage_buffers(plan), 4u);
+  EXPECT_EQ(vkd::storage_buffers(plan), 4u);
   EXPECT_EQ(plan.texel_bindings, 0b111110u);  // the first five inputs
   y = s.expr();
   s.check(y.to_host());

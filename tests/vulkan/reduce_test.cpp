@@ -32,8 +32,8 @@ namespace {
 using reduce = kiln_test::vulkan_test;
 using cpu_ctx = kiln::context<kiln::cpu<>>;
 using gpu_ctx = kiln::context<kiln::vulkan>;
-constexpr float inf = std::numeric_limits<float>::infinity();
-constexpr float qnan = std::numeric_limits<float>::quiet_NaN();
+using kiln_test::inf;
+using kiln_test::qnan;
 
 /// got == want within tol * max(1, |want|, scale); NaN matches NaN, infinities match exactly.
 template <class T>

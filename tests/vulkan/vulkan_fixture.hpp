@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,15 @@ inline kiln::vulkan::options validated(kiln::vulkan::options o = {}) {
   o.validation = true;
   return o;
 }
+
+/// A context of its own (validation on), for a test that must not share gpu()'s.
+inline kiln::context<kiln::vulkan> fresh_context(kiln::vulkan::options o = {}) {
+  return kiln::context<kiln::vulkan>{validated(o)};
+}
+
+/// Special values the tests feed in.
+inline constexpr float inf = std::numeric_limits<float>::infinity();
+inline constexpr float qnan = std::numeric_limits<float>::quiet_NaN();
 
 /// The shared context of the test binary (created on first use, validation on).
 inline kiln::context<kiln::vulkan>& gpu() {

@@ -23,13 +23,13 @@ const auto eigen_gelu_tanh = [](const ArrayXd& x) -> ArrayXd {
     return static_cast<double>(ref_gelu_tanh(v));
   });
 };
-constexpr tolerance gelu_tol{tol::transcendental, tol::transcendental_abs};
+constexpr tolerance gelu_tanh_tol{tol::transcendental, tol::transcendental_abs};
 }  // namespace
 
-TYPED_TEST(gelu_tanh_test, f32) { check_unary<TypeParam>(kiln_gelu_tanh, eigen_gelu_tanh, gelu_tol); }
+TYPED_TEST(gelu_tanh_test, f32) { check_unary<TypeParam>(kiln_gelu_tanh, eigen_gelu_tanh, gelu_tanh_tol); }
 
 TYPED_TEST(gelu_tanh_test, f32_tails) {
-  check_unary<TypeParam>(kiln_gelu_tanh, eigen_gelu_tanh, gelu_tol, {-20.0f, 20.0f});
+  check_unary<TypeParam>(kiln_gelu_tanh, eigen_gelu_tanh, gelu_tanh_tol, {-20.0f, 20.0f});
 }
 
 // Where 1 + tanh cancelled: relative error was up to 9 near x = -5.2 (absolute ~1e-6).
