@@ -34,7 +34,7 @@
 #include "kiln/vulkan/codegen/structural.hpp"
 #include "kiln/vulkan/context.hpp"
 #include "kiln/vulkan/kernels_embedded.hpp"
-#include "kiln/vulkan/ops/reduce.hpp"  // structural_options_for
+#include "kiln/vulkan/ops/reduce.hpp"
 #include "kiln/vulkan/ops/structural.hpp"
 
 namespace kiln::detail::vk {
@@ -66,9 +66,9 @@ struct vk_structural_kernel<cumsum_op> {
     layout how = layout::shared;
     std::uint32_t wg = 64;
   };
-  static choice choose(const structural_options& opt, index_t extent) {
-    const std::uint32_t max_wg = pow2_floor(std::max<std::uint32_t>(std::min<std::uint32_t>(opt.max_workgroup, 256), 1));
-    const std::uint32_t sg = opt.subgroup_size;
+  static choice choose(const device_caps& opt, index_t extent) {
+    const std::uint32_t max_wg = pow2_floor(std::max<std::uint32_t>(std::min<std::uint32_t>(opt.workgroup_limit(), 256), 1));
+    const std::uint32_t sg = opt.shuffle_subgroup();
     const bool shuffles = sg > 1 && (sg & (sg - 1)) == 0 && sg <= max_wg;
     choice c;
     c.wg = std::min<std::uint32_t>(max_wg, extent >= 1024 ? 256 : 64);
@@ -91,7 +91,7 @@ struct vk_structural_kernel<cumsum_op> {
   template <class S>
   static std::string variant(const S& s) {
     const context_state* ctx = node_context(s);
-    const structural_options opt = ctx ? structural_options_for(*ctx) : structural_options{};
+    const device_caps opt = ctx ? device_caps_of(*ctx) : device_caps{};
     const index_t extent = s.split().extent;
     const choice c = choose(opt, extent);
     return std::string("vulkan.cumsum ") + layout_name(c.how) + (chunk_of(extent, c.wg, c.how) ? " split" : "");
@@ -163,7 +163,7 @@ struct vk_structural_kernel<cumsum_op> {
     const auto out_lay = make_layout(out, n, perm);
     const auto ops = gather_operands(out, n, s);
 
-    const structural_options opt = structural_options_for(ctx);
+    const device_caps opt = device_caps_of(ctx);
     const choice c = choose(opt, R);
     const index_t chunk = chunk_of(R, c.wg, c.how), chunks = chunk ? (R + chunk - 1) / chunk : 1;
     if (sp.outer * chunks > index_t(UINT32_MAX)) {

@@ -37,21 +37,6 @@
 
 namespace kiln::detail::vk {
 
-/// What the device allows a structural kernel, as ops/cumsum.hpp reads it
-/// (structural_options_for builds it from device_caps_of; the families read device_caps).
-struct structural_options {
-  std::uint32_t max_workgroup = 256;  // invocations per workgroup (maxComputeWorkGroupInvocations, Size[0])
-  std::uint32_t subgroup_size = 0;    // nonzero: subgroup shuffles in compute, of this size
-  std::uint32_t shared_bytes = 0;     // shared memory per workgroup
-  std::uint32_t max_push_bytes = 0;   // beyond: the parameters go to a storage buffer
-  index_t split_from = index_t(1) << 16;  // lines at least this long take the split pass
-  bool lanes = false;                     // device_caps::lanes
-  bool texel_reads = false;               // (lanes, vec4) inputs may be read through texel views
-  std::uint32_t max_texel_buffers = 0;    // uniform texel buffers a kernel may bind
-};
-
-/// device_caps_of(ctx) as structural_options.
-KILN_DECL structural_options structural_options_for(const context_state& ctx);
 
 /// The kernel of the reduce and row families (vk_structural_kernel, ops/structural.hpp).
 struct vk_reduce_kernel {
@@ -86,7 +71,3 @@ template <bool Root>
 struct vk_structural_kernel<norm_op<Root>> : vk_reduce_kernel {};
 
 }  // namespace kiln::detail::vk
-
-#if KILN_DEFINE_VULKAN_RUNTIME
-#include "kiln/vulkan/ops/impl/reduce.ipp"
-#endif
