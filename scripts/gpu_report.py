@@ -200,7 +200,7 @@ def main():
         rows.setdefault(name, {"error": "did not run (filtered out, or the run was cut off by its timeout)"})
     tests = load_tests(a.tests)
 
-    def share(name, value, ref):
+    def share(value, ref):
         return None if value is None or not ref else value / ref
 
     figures = []
@@ -212,19 +212,19 @@ def main():
                 t = parts[2].split("_")[0]
                 f["peak"] = peak[t] if t in ("f16", "bf16") else peak["f32"]
                 f["peak_of"] = "dense tensor TFLOP/s" if t in ("f16", "bf16") else "f32 FMA TFLOP/s"
-                f["share"] = share(name, r.get("TFLOP/s"), f["peak"])
+                f["share"] = share(r.get("TFLOP/s"), f["peak"])
             elif parts[1] == "attention" and parts[3] == "prefill" and peak:
                 f["peak"] = peak["f16"] if parts[2] == "f16" else peak["f32"]
                 f["peak_of"] = "dense tensor TFLOP/s" if parts[2] == "f16" else "f32 FMA TFLOP/s"
-                f["share"] = share(name, r.get("TFLOP/s"), f["peak"])
+                f["share"] = share(r.get("TFLOP/s"), f["peak"])
             elif "GB/s" in r and name != "gpu/copy/f32":
                 f["peak"] = copy
                 f["peak_of"] = "measured copy GB/s"
-                f["share"] = share(name, r.get("GB/s"), copy)
+                f["share"] = share(r.get("GB/s"), copy)
             elif name == "gpu/copy/f32" and peak:
                 f["peak"] = peak["hbm_gbs"]
                 f["peak_of"] = "data-sheet HBM GB/s"
-                f["share"] = share(name, r.get("GB/s"), peak["hbm_gbs"])
+                f["share"] = share(r.get("GB/s"), peak["hbm_gbs"])
         figures.append(f)
 
     def val(name, key):
