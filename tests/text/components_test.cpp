@@ -174,6 +174,27 @@ TEST(bpe, merges_by_rank_in_both_forms) {
   EXPECT_EQ(t.encode("bcab"), (ids_t{28, 27}));
 }
 
+// Words longer than the cache takes are cut where no merge crosses; the result is the same.
+TEST(bpe, long_words) {
+  auto t = make({});
+  std::string abc, aab;
+  ids_t abc_ids, aab_ids;
+  for (int k = 0; k < 40; ++k) {
+    abc += "abc";
+    abc_ids.push_back(29);
+    aab += "aab";
+    aab_ids.insert(aab_ids.end(), {0, 27});
+  }
+  EXPECT_EQ(t.encode(abc), abc_ids);
+  EXPECT_EQ(t.encode(aab), aab_ids);
+  EXPECT_EQ(t.encode("bc" + abc + "\u00e9a"), [&] {
+    ids_t v{28};
+    v.insert(v.end(), abc_ids.begin(), abc_ids.end());
+    v.insert(v.end(), {30, 0});
+    return v;
+  }());
+}
+
 TEST(bpe, unknown_characters) {
   auto t = make({});
   EXPECT_EQ(t.encode("ab\u00e9\u00e9"), (ids_t{27, 30, 30}));

@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <queue>
+#include <algorithm>  // std::push_heap, std::pop_heap
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kiln/text/detail/json.hpp"
@@ -27,6 +29,57 @@ struct string_hash {
   std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
 using vocab_map = std::unordered_map<std::string, std::uint32_t, string_hash, std::equal_to<>>;
+
+/// Open addressing over 64-bit keys, for the hot lookups (a merge by its two ids, a
+/// character's id by its code point): std::unordered_map's node chasing and prime modulo
+/// cost a third of a cold encode.
+template <class V>
+class flat_map64 {
+ public:
+  void reserve(std::size_t n) {
+    std::size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    rehash(cap);
+  }
+  void insert(std::uint64_t key, V value) {  // keeps an existing entry, as emplace does
+    if (2 * (size_ + 1) > keys_.size()) rehash(keys_.empty() ? 16 : keys_.size() * 2);
+    std::size_t i = slot(key);
+    while (keys_[i] != empty_key) {
+      if (keys_[i] == key) return;
+      i = (i + 1) & mask_;
+    }
+    keys_[i] = key;
+    values_[i] = value;
+    ++size_;
+  }
+  const V* find(std::uint64_t key) const noexcept {
+    if (keys_.empty()) return nullptr;
+    for (std::size_t i = slot(key);; i = (i + 1) & mask_) {
+      if (keys_[i] == key) return &values_[i];
+      if (keys_[i] == empty_key) return nullptr;
+    }
+  }
+
+ private:
+  static constexpr std::uint64_t empty_key = ~std::uint64_t{0};
+  std::size_t slot(std::uint64_t key) const noexcept { return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
+  void rehash(std::size_t cap) {
+    std::vector<std::uint64_t> keys(cap, empty_key);
+    std::vector<V> values(cap);
+    keys.swap(keys_);
+    values.swap(values_);
+    mask_ = cap - 1;
+    shift_ = 64;
+    for (std::size_t c = cap; c > 1; c >>= 1) --shift_;
+    size_ = 0;
+    for (std::size_t k = 0; k < keys.size(); ++k)
+      if (keys[k] != empty_key) insert(keys[k], values[k]);
+  }
+  std::vector<std::uint64_t> keys_;
+  std::vector<V> values_;
+  std::size_t mask_ = 0, size_ = 0;
+  int shift_ = 64;
+};
 
 }  // namespace detail
 
@@ -45,6 +98,11 @@ class bpe_model {
         fail(here, "vocab entry '" + it.key() + "' must have a non-negative integer id");
       const auto id = static_cast<std::uint32_t>(it.value().get<std::int64_t>());
       vocab_.emplace(it.key(), id);
+      if (!it.key().empty() && detail::utf8_len(static_cast<unsigned char>(it.key()[0])) == it.key().size() &&
+          detail::valid_seq_len(it.key(), 0) == it.key().size()) {
+        std::size_t k = 0;
+        char_ids_.insert(detail::next_cp(it.key(), k), id);
+      }
       if (id >= id_to_token_.size()) id_to_token_.resize(id + 1);
       id_to_token_[id] = it.key();
     }
@@ -74,6 +132,13 @@ class bpe_model {
     }
     const json& merges = get_array(j, "merges", here);
     merges_.reserve(merges.size());
+    ascii_crossing_.assign(128 * 128, false);
+    for (int c = 0; c < 128; ++c) {
+      const char ch = static_cast<char>(c);
+      ascii_known_[c] = vocab_.contains(std::string_view(&ch, 1));
+    }
+    // with a prefix or a suffix, a character's symbol depends on its place in the word
+    splittable_ = prefix_.empty() && suffix_.empty();
     std::uint32_t rank = 0;
     for (const auto& m : merges) {
       std::string a, b;
@@ -98,7 +163,13 @@ class bpe_model {
       auto im = vocab_.find(merged);
       if (im == vocab_.end())
         fail(here, "merge " + std::to_string(rank) + " ('" + a + "' '" + b + "') makes '" + merged + "', which is not in the vocabulary");
-      merges_.emplace(key(ia->second, ib->second), merge_t{rank, im->second});
+      merges_.insert(key(ia->second, ib->second), merge_t{rank, im->second});
+      if (!a.empty() && !b.empty()) {
+        std::size_t ea = a.size(), sb = 0;
+        const char32_t l = detail::prev_cp(a, ea), r = detail::next_cp(b, sb);
+        crossing_.insert((std::uint64_t{l} << 32) | r);
+        if (l < 128 && r < 128) ascii_crossing_[l * 128 + r] = true;
+      }
       ++rank;
     }
   }
@@ -117,33 +188,75 @@ class bpe_model {
     return id < id_to_token_.size() && !id_to_token_[id].empty() ? &id_to_token_[id] : nullptr;
   }
 
+  /// Forgets the cached words (for measuring, or to free their memory).
+  void clear_cache() const {
+    std::lock_guard lock(cache_mutex_);
+    cache_.clear();
+  }
+
   /// Appends the ids of one pre-tokenized word.
   void encode(std::string_view word, std::vector<std::uint32_t>& out) const {
     if (word.empty()) return;
+    // the cache first: it also holds the words ignore_merges finds whole, and it is much
+    // smaller than the vocabulary
+    if (word.size() < max_cached_length && cached(word, out)) return;
+    const std::size_t first = out.size();
     if (ignore_merges_) {
       if (auto it = vocab_.find(word); it != vocab_.end()) {
         out.push_back(it->second);
+        remember(word, out, first);
         return;
       }
     }
-    const bool cacheable = word.size() < max_cached_length;
-    if (cacheable) {
-      std::lock_guard lock(cache_mutex_);
-      if (auto it = cache_.find(word); it != cache_.end()) {
-        out.insert(out.end(), it->second.begin(), it->second.end());
-        return;
+    if (word.size() <= split_threshold || !splittable_) {
+      merge_word(word, out);
+      remember(word, out, first);
+      return;
+    }
+    // A long word (a whole text, where there is no pre-tokenizer, as in SentencePiece-style
+    // files) is cut where no merge can ever join the two sides: between two characters of
+    // the vocabulary that no merge (A, B) has as A's last and B's first character. Merges
+    // never cross such a cut, so the parts merge exactly as the whole would, and each part
+    // is short enough to be cached.
+    std::size_t begin = 0, i = 0;
+    char32_t left = 0;
+    bool left_known = false;
+    while (i < word.size()) {
+      const std::size_t at = i;
+      const char32_t c = detail::next_cp(word, i);
+      const bool known = c < 128 ? ascii_known_[c] : vocab_.find(word.substr(at, i - at)) != vocab_.end();
+      const bool crosses = left < 128 && c < 128 ? ascii_crossing_[left * 128 + c] : crossing_.contains((std::uint64_t{left} << 32) | c);
+      if (at > begin && left_known && known && !crosses) {
+        encode_cached(word.substr(begin, at - begin), out);
+        begin = at;
       }
+      left = c;
+      left_known = known;
     }
-    const std::size_t first = out.size();
-    merge_word(word, out);
-    if (cacheable) {
-      std::lock_guard lock(cache_mutex_);
-      if (cache_.size() >= cache_capacity) cache_.clear();
-      cache_.emplace(std::string(word), std::vector<std::uint32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
-    }
+    encode_cached(word.substr(begin), out);
   }
 
  private:
+  bool cached(std::string_view word, std::vector<std::uint32_t>& out) const {
+    std::lock_guard lock(cache_mutex_);
+    auto it = cache_.find(word);
+    if (it == cache_.end()) return false;
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return true;
+  }
+  void remember(std::string_view word, const std::vector<std::uint32_t>& out, std::size_t first) const {
+    if (word.size() >= max_cached_length) return;
+    std::lock_guard lock(cache_mutex_);
+    if (cache_.size() >= cache_capacity) cache_.clear();
+    cache_.emplace(std::string(word), std::vector<std::uint32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
+  }
+  void encode_cached(std::string_view word, std::vector<std::uint32_t>& out) const {
+    if (word.size() < max_cached_length && cached(word, out)) return;
+    const std::size_t first = out.size();
+    merge_word(word, out);
+    remember(word, out, first);
+  }
+
   struct merge_t {
     std::uint32_t rank;
     std::uint32_t id;
@@ -157,8 +270,9 @@ class bpe_model {
       bool alive;
       bool unk;
     };
-    std::vector<symbol> sym;
-    sym.reserve(word.size());
+    // per-thread buffers: a cold encode merges thousands of short words
+    thread_local std::vector<symbol> sym;
+    sym.clear();
     auto push = [&](std::uint32_t id, bool unk) {
       const int n = static_cast<int>(sym.size());
       sym.push_back({id, n - 1, -1, true, unk});
@@ -170,17 +284,21 @@ class bpe_model {
       const std::size_t b = i;
       i += detail::utf8_len(static_cast<unsigned char>(word[i]));
       std::string_view ch = word.substr(b, i - b);
-      std::string_view look = ch;
       if ((!prefix_.empty() && b > 0) || (!suffix_.empty() && i == word.size())) {
         buf.clear();
         if (b > 0) buf += prefix_;
         buf += ch;
         if (i == word.size()) buf += suffix_;
-        look = buf;
-      }
-      if (auto it = vocab_.find(look); it != vocab_.end()) {
-        push(it->second, false);
-        continue;
+        if (auto it = vocab_.find(buf); it != vocab_.end()) {
+          push(it->second, false);
+          continue;
+        }
+      } else {
+        std::size_t k = 0;
+        if (const std::uint32_t* id = char_ids_.find(detail::next_cp(ch, k))) {
+          push(*id, false);
+          continue;
+        }
       }
       if (byte_fallback_) {
         bool all = true;
@@ -203,22 +321,26 @@ class bpe_model {
         std::uint32_t id;
         bool operator>(const cand& o) const noexcept { return rank != o.rank ? rank > o.rank : pos > o.pos; }
       };
-      std::priority_queue<cand, std::vector<cand>, std::greater<>> heap;
+      thread_local std::vector<cand> heap;
+      heap.clear();
       auto consider = [&](int p) {
         const int n = sym[p].next;
         if (n < 0) return;
-        auto it = merges_.find(key(sym[p].id, sym[n].id));
-        if (it != merges_.end()) heap.push({it->second.rank, p, it->second.id});
+        if (const merge_t* m = merges_.find(key(sym[p].id, sym[n].id))) {
+          heap.push_back({m->rank, p, m->id});
+          std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+        }
       };
       for (int p = 0; p + 1 < static_cast<int>(sym.size()); ++p) consider(p);
       while (!heap.empty()) {
-        const cand c = heap.top();
-        heap.pop();
+        std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+        const cand c = heap.back();
+        heap.pop_back();
         symbol& s = sym[c.pos];
         if (!s.alive || s.next < 0) continue;
         // stale: one side was merged since this candidate was pushed
-        auto it = merges_.find(key(s.id, sym[s.next].id));
-        if (it == merges_.end() || it->second.id != c.id || it->second.rank != c.rank) continue;
+        const merge_t* m = merges_.find(key(s.id, sym[s.next].id));
+        if (!m || m->id != c.id || m->rank != c.rank) continue;
         symbol& r = sym[s.next];
         r.alive = false;
         s.id = c.id;
@@ -233,11 +355,17 @@ class bpe_model {
   }
 
   static constexpr std::size_t max_cached_length = 256;
+  static constexpr std::size_t split_threshold = 48;
   static constexpr std::size_t cache_capacity = 200000;
 
   detail::vocab_map vocab_;
   std::vector<std::string> id_to_token_;
-  std::unordered_map<std::uint64_t, merge_t> merges_;
+  detail::flat_map64<merge_t> merges_;
+  detail::flat_map64<std::uint32_t> char_ids_;  // code point -> id, for one-character tokens
+  std::unordered_set<std::uint64_t> crossing_;  // (last char of A, first char of B) of each merge
+  std::vector<bool> ascii_crossing_;  // the same for ASCII pairs, as a table
+  bool ascii_known_[128] = {};
+  bool splittable_ = false;
   std::optional<std::uint32_t> unk_;
   std::int64_t byte_ids_[256] = {};
   bool byte_fallback_ = false, ignore_merges_ = false, fuse_unk_ = false;

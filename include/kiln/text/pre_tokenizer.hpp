@@ -223,9 +223,16 @@ class byte_level_pre_tokenizer final : public pre_tokenizer {
     if (re_) split_all(pieces, split_behavior::isolated, false, [&](const std::string& s) { return re_->find_all(s); });
     const auto& table = byte_level_table::get();
     for (auto& p : pieces) {
-      std::string mapped;
-      mapped.reserve(p.text.size() + 4);
-      for (unsigned char b : p.text) mapped += table.to_text[b];
+      // every byte maps to one or two UTF-8 bytes: size once, then write
+      std::size_t n = 0;
+      for (unsigned char b : p.text) n += table.to_text[b].size();
+      std::string mapped(n, '\0');
+      char* w = mapped.data();
+      for (unsigned char b : p.text) {
+        const std::string& t = table.to_text[b];
+        *w++ = t[0];
+        if (t.size() == 2) *w++ = t[1];
+      }
       p.text = std::move(mapped);
     }
   }

@@ -101,6 +101,9 @@ class tokenizer {
   /// A streaming decoder over this tokenizer (which must outlive it).
   decode_stream stream(bool skip_special_tokens = false) const;
 
+  /// Forgets the BPE model's cache of encoded words (encode fills it again).
+  void clear_cache() const { model_->clear_cache(); }
+
   /// Model vocabulary plus added tokens: one more than the largest id.
   std::size_t vocab_size() const noexcept { return vocab_size_; }
   std::optional<std::uint32_t> token_to_id(std::string_view token) const {
