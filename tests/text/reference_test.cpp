@@ -1,8 +1,9 @@
-// tests/text/reference_test.cpp — the Llama 3 (ByteLevel BPE, Split regex) and Llama 2
-// (Metaspace-style BPE with byte_fallback) tokenizers against an independent
-// implementation of tokenizer.json, on every text of tests/text/data/texts.json: ids with
-// and without special tokens, decode (with the config's clean-up, raw, skipping special
-// tokens), and streaming decode.
+// tests/text/reference_test.cpp — against an independent implementation of tokenizer.json
+// (scripts/tokenizer_reference.mjs), on every text of tests/text/data/texts.json: Llama 3
+// (Split regex + ByteLevel BPE), Llama 2 (Prepend/Replace normalizer + BPE with
+// byte_fallback) and two variants of them (NFKC + GPT-2 ByteLevel pre-tokenizer + template
+// post-processor; NFC + Lowercase + Metaspace). Checked: ids with and without special
+// tokens, decode (with the config's clean-up, raw, skipping special tokens), streaming decode.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -131,7 +132,7 @@ TEST_P(reference_test, decode_stream) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(llama, reference_test, ::testing::Values("llama3", "llama2"),
+INSTANTIATE_TEST_SUITE_P(tokenizers, reference_test, ::testing::Values("llama3", "llama2", "bytelevel", "metaspace"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(reference_config, special_token_names_and_template) {
