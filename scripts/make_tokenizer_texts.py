@@ -4,9 +4,9 @@ the npm reference (scripts/tokenizer_reference.mjs). Deterministic: fragments fr
 script, emoji sequences, whitespace runs, digits, code and special tokens, alone and in
 seeded combinations.
 
-Left out on purpose, where the reference (JavaScript regexes) and the format (Hugging
-Face's tokenizers: Oniguruma, Unicode White_Space) differ: U+0085 and U+FEFF (JS's \\s
-differs from Unicode White_Space there), and "'" before U+017F or U+212A (case folding).
+Left out on purpose: U+0085 and U+FEFF, on which JavaScript's \\s (the reference's regex
+engine) and Unicode's White_Space (Oniguruma's, Hugging Face's, and PCRE2's \\s) disagree:
+"a \\u0085b" splits differently in the reference.
 """
 import json
 import random

@@ -5,7 +5,8 @@
 //
 //   node scripts/tokenizer_reference.mjs NPM_DIR TEXTS_JSON OUT_JSON
 //
-// NPM_DIR is where scripts/setup.sh installed the packages (third_party/npm). Beside the
+// NPM_DIR is where scripts/setup.sh installed the packages (third_party/npm). The texts
+// are TEXTS_JSON's and 200 random ones (see below). Beside the
 // two shipped tokenizers, two variants of them are written next to OUT_JSON, so that more
 // component types meet the reference: "bytelevel" (Llama 3's model behind an NFKC
 // normalizer, the GPT-2 ByteLevel pre-tokenizer with add_prefix_space, and a Sequence of
@@ -26,6 +27,29 @@ if (!outFile) {
 const require = createRequire(path.resolve(npmDir) + "/");
 const { TokenizerLoader } = require("@lenml/tokenizers");
 const texts = JSON.parse(fs.readFileSync(textsFile, "utf8"));
+
+// Then 200 random texts (a fixed seed): characters from many scripts, emoji, combining
+// marks, whitespace and special tokens (not U+0085 or U+FEFF: see make_tokenizer_texts.py).
+let state = 33n;
+const next = () => Number((state = (state * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn) >> 33n);
+const ranges = [[0x20, 0x7e], [0x09, 0x0d], [0xa0, 0x24f], [0x370, 0x3ff], [0x400, 0x4ff], [0x590, 0x6ff],
+                [0x900, 0x97f], [0xe00, 0xe7f], [0x1100, 0x11ff], [0x2000, 0x206f], [0x3040, 0x30ff], [0x4e00, 0x4fff],
+                [0xac00, 0xad00], [0x1f300, 0x1f6ff], [0x1f900, 0x1f9ff], [0x300, 0x36f], [0x30, 0x39]];
+const specials = ["<|begin_of_text|>", "<|eot_id|>", "<s>", "</s>", "<unk>"];
+for (let k = 0; k < 200; ++k) {
+  let t = "";
+  const n = next() % 40;
+  for (let i = 0; i < n; ++i) {
+    const r = next() % 25;
+    if (r === 0) t += specials[next() % specials.length];
+    else if (r < 5) t += " ".repeat(1 + (next() % 3));
+    else {
+      const [lo, hi] = ranges[next() % ranges.length];
+      t += String.fromCodePoint(lo + (next() % (hi - lo + 1)));
+    }
+  }
+  texts.push(t);
+}
 
 // the reference throws on an empty id list; the text of no ids is ""
 const decode = (tok, ids, opts) => (ids.length === 0 ? "" : tok.decode(ids, opts));

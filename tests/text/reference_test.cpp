@@ -61,7 +61,7 @@ std::string show(const std::vector<std::uint32_t>& v) { return nlohmann::json(v)
 template <class F>
 void check_all(const std::string& name, const char* what, F&& check) {
   const auto& set = reference(name);
-  ASSERT_GE(set.cases.size(), 400u);
+  ASSERT_GE(set.cases.size(), 600u);
   std::size_t agree = 0, reported = 0;
   for (const auto& c : set.cases) {
     std::string got, want;
