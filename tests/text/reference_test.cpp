@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <kiln/text/tokenizer.hpp>
@@ -194,6 +195,26 @@ TEST(reference_roundtrip, random_text_decodes_to_itself) {
         ADD_FAILURE() << name << ": " << show(text) << " -> " << show(ids) << " -> " << show(back) << " / streamed " << show(streamed);
       }
     }
+  }
+}
+
+// encode is const and may run on several threads at once (the word cache is shared).
+TEST(reference_threads, concurrent_encodes_agree) {
+  for (const char* name : {"llama3", "llama2"}) {
+    const auto& set = reference(name);
+    set.tok->clear_cache();
+    std::vector<std::thread> threads;
+    std::vector<int> wrong(4, 0);
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (std::size_t k = static_cast<std::size_t>(t); k < set.cases.size() * 2; k += 3) {
+          const auto& c = set.cases[k % set.cases.size()];
+          if (set.tok->encode(c.text, false) != c.ids_plain) ++wrong[static_cast<std::size_t>(t)];
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(wrong[static_cast<std::size_t>(t)], 0) << name << " thread " << t;
   }
 }
 
