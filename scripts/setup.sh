@@ -13,6 +13,7 @@ packages=(
   libeigen3-dev xtl-dev libxsimd-dev              # oracle, SIMD
   nlohmann-json3-dev                              # kiln::io (safetensors)
   libpcre2-dev libutf8proc-dev                    # kiln::text (tokenizers: regexes, Unicode)
+  libopenmpi-dev openmpi-bin                      # kiln::dist (MPI collectives; mpirun for its tests)
   libxtensor-dev libopenblas-dev                  # benchmark peers
   libvulkan-dev libshaderc-dev glslc              # Vulkan backend (build)
   glslang-dev spirv-tools                         # the static libraries shaderc_combined needs (kiln-vulkan.pc)
