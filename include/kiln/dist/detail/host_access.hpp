@@ -38,8 +38,9 @@ class host_span {
   using storage_type = typename traits::storage;
 
  public:
-  host_span(const tensor<T, B>& t, access mode, std::vector<std::byte>& scratch) : target_(t), mode_(mode) {
-    work_ = t.is_contiguous() ? t : t.clone();  // a handle, or a contiguous copy (`=` would copy values)
+  // work_ is constructed, never assigned: a tensor's `=` copies values, its constructor the handle
+  host_span(const tensor<T, B>& t, access mode, std::vector<std::byte>& scratch)
+      : target_(t), work_(t.is_contiguous() ? t : t.clone()), mode_(mode) {
     const std::size_t n = static_cast<std::size_t>(work_.numel());
     if (n == 0) return;
     storage_type& s = *work_.storage();

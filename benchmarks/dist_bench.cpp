@@ -1,0 +1,216 @@
+// benchmarks/dist_bench.cpp — kiln::dist's all-reduce against a bare MPI_Allreduce on the
+// same buffers and sizes (4 KiB to 64 MiB of f32), as algorithm bandwidth (bytes of the
+// tensor / time, counter GB, 10^9 B/s). Run under MPI, e.g.
+//   mpirun -np 2 build/release/benchmarks/dist_bench
+// kiln's variants: CPU tensors; Vulkan tensors on a zero-copy context (mapped memory: MPI
+// reads and writes the storage) and on a staged one (zero_copy = false: a download and an
+// upload around the MPI call), a few sizes. Every rank runs the same benchmarks with fixed
+// iteration counts (Google Benchmark's adaptive counts would differ between ranks and the
+// collectives would not pair up); rank 0 prints each run, then a table of medians side by side.
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>  // std::getenv, std::atoi
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <kiln/dist/dist.hpp>
+#include <kiln/kiln.hpp>
+#if defined(KILN_BENCH_VULKAN)
+#include <kiln/vulkan.hpp>
+#endif
+
+namespace {
+
+using cpu = kiln::cpu<>;
+
+kiln::dist::communicator& comm() {
+  static kiln::dist::communicator c = kiln::dist::communicator::world();
+  return c;
+}
+
+kiln::context<cpu>& cpu_ctx() {
+  static kiln::context<cpu> c;
+  return c;
+}
+
+/// One zeroed f32 tensor per size, shared by kiln's variant and the bare MPI one (zeros: the
+/// sums stay 0, so no variant times infinities or denormals).
+kiln::tensor<float, cpu>& cpu_buffer(std::int64_t bytes) {
+  static std::map<std::int64_t, kiln::tensor<float, cpu>> buffers;
+  auto it = buffers.find(bytes);
+  if (it == buffers.end()) it = buffers.emplace(bytes, kiln::zeros<float>(cpu_ctx(), {bytes / 4})).first;
+  return it->second;
+}
+
+/// About 256 MiB moved per repetition, between 5 and 5000 calls.
+std::int64_t iterations_for(std::int64_t bytes) { return std::clamp<std::int64_t>((std::int64_t(256) << 20) / bytes, 5, 5000); }
+
+void set_rate(benchmark::State& state, std::int64_t bytes) {
+  const double total = double(bytes) * double(state.iterations());
+  state.SetBytesProcessed(static_cast<std::int64_t>(total));
+  state.counters["GB"] = benchmark::Counter(total / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_all_reduce_kiln_cpu(benchmark::State& state) {
+  const std::int64_t bytes = state.range(0);
+  auto& t = cpu_buffer(bytes);
+  comm().all_reduce_sum(t);  // one call outside the timing, as every variant makes
+  MPI_Barrier(comm().native());
+  for (auto _ : state) comm().all_reduce_sum(t);
+  set_rate(state, bytes);
+}
+
+void BM_all_reduce_mpi(benchmark::State& state) {
+  const std::int64_t bytes = state.range(0);
+  auto& t = cpu_buffer(bytes);
+  const auto bare = [&] {
+    MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.numel()), MPI_FLOAT, MPI_SUM, comm().native());
+  };
+  bare();  // one call outside the timing, as every variant makes
+  MPI_Barrier(comm().native());
+  for (auto _ : state) bare();
+  set_rate(state, bytes);
+}
+
+#if defined(KILN_BENCH_VULKAN)
+kiln::context<kiln::vulkan>& vk_ctx(bool zero_copy) {
+  static auto make = [](bool zc) {
+    kiln::vulkan::options o;
+    o.zero_copy = zc;
+    return std::make_unique<kiln::context<kiln::vulkan>>(o);
+  };
+  static auto mapped = make(true);
+  static auto staged = make(false);
+  return zero_copy ? *mapped : *staged;
+}
+
+void BM_all_reduce_kiln_vulkan(benchmark::State& state, bool zero_copy) {
+  const std::int64_t bytes = state.range(0);
+  auto t = kiln::zeros<float>(vk_ctx(zero_copy), {bytes / 4});
+  comm().all_reduce_sum(t);  // first touch outside the timing
+  MPI_Barrier(comm().native());
+  for (auto _ : state) comm().all_reduce_sum(t);
+  set_rate(state, bytes);
+}
+#endif
+
+/// Console output on rank 0, plus each variant's rates per size for the table at the end.
+class table_reporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const auto& r : runs) {
+      auto it = r.counters.find("GB");
+      if (it != r.counters.end()) rates[r.run_name.function_name][r.run_name.args].push_back(it->second.value);
+    }
+  }
+  /// The median rate of a variant at a size (0 when it did not run).
+  double median(const std::string& name, const std::string& args) const {
+    auto f = rates.find(name);
+    if (f == rates.end()) return 0.0;
+    auto a = f->second.find(args);
+    if (a == f->second.end() || a->second.empty()) return 0.0;
+    auto v = a->second;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  }
+  std::map<std::string, std::map<std::string, std::vector<double>>> rates;
+};
+
+class silent_reporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+/// Rounds per size (KILN_DIST_BENCH_ROUNDS, default 5): kiln and bare MPI alternate within
+/// each size, round after round, so that both see the same machine state (other work on
+/// the machine comes and goes); the table gives each variant's median over the rounds.
+int rounds() {
+  const char* v = std::getenv("KILN_DIST_BENCH_ROUNDS");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 5;
+}
+
+void register_all() {
+  const std::vector<std::int64_t> sizes{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+  for (auto bytes : sizes) {
+    for (int r = 0; r < rounds(); ++r) {
+      benchmark::RegisterBenchmark("BM_all_reduce/kiln_cpu", BM_all_reduce_kiln_cpu)->Arg(bytes)->Iterations(iterations_for(bytes))->UseRealTime();
+      benchmark::RegisterBenchmark("BM_all_reduce/mpi", BM_all_reduce_mpi)->Arg(bytes)->Iterations(iterations_for(bytes))->UseRealTime();
+    }
+  }
+#if defined(KILN_BENCH_VULKAN)
+  // on every rank or on none: the ranks must register the same benchmarks
+  int here = kiln::vulkan::available() ? 1 : 0, everywhere = 0;
+  MPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, comm().native());
+  if (everywhere) {
+    for (std::int64_t bytes : {std::int64_t(64) << 10, std::int64_t(1) << 20, std::int64_t(16) << 20}) {
+      for (int r = 0; r < rounds(); ++r) {
+        benchmark::RegisterBenchmark("BM_all_reduce/kiln_vulkan_mapped", BM_all_reduce_kiln_vulkan, true)
+            ->Arg(bytes)->Iterations(iterations_for(bytes))->UseRealTime();
+        benchmark::RegisterBenchmark("BM_all_reduce/kiln_vulkan_staged", BM_all_reduce_kiln_vulkan, false)
+            ->Arg(bytes)->Iterations(iterations_for(bytes))->UseRealTime();
+      }
+    }
+  }
+#endif
+}
+
+std::string size_text(const std::string& bytes) {
+  const long long b = std::stoll(bytes);
+  return b >= (1 << 20) ? std::to_string(b >> 20) + " MiB" : std::to_string(b >> 10) + " KiB";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kiln::dist::environment env(argc, argv);
+  // the order registered (kiln and MPI alternating, round after round), one run each;
+  // flags given on the command line still win
+  static char interleave[] = "--benchmark_enable_random_interleaving=false";
+  static char repetitions[] = "--benchmark_repetitions=1";
+  std::vector<char*> args{argv[0], interleave, repetitions};
+  args.insert(args.end(), argv + 1, argv + argc);
+  int n = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  register_all();
+  if (comm().rank() != 0) {
+    silent_reporter quiet;
+    benchmark::RunSpecifiedBenchmarks(&quiet);
+    benchmark::Shutdown();
+    return 0;
+  }
+  table_reporter report;
+  benchmark::RunSpecifiedBenchmarks(&report);
+  benchmark::Shutdown();
+
+  const auto& rates = report.rates;
+  if (!rates.count("BM_all_reduce/mpi")) return 0;
+  const bool vk = rates.count("BM_all_reduce/kiln_vulkan_mapped") != 0;
+  std::printf("\nall-reduce of f32, %d ranks, algorithm bandwidth (GB/s = tensor bytes / time), medians of %d rounds\n",
+              comm().size(), rounds());
+  std::printf("%-8s %10s %10s %9s", "size", "kiln cpu", "bare MPI", "kiln/MPI");
+  if (vk) std::printf(" %14s %14s", "kiln vk mapped", "kiln vk staged");
+  std::printf("\n");
+  std::vector<std::pair<long long, std::string>> sizes;
+  for (const auto& [a, v] : rates.at("BM_all_reduce/mpi")) sizes.emplace_back(std::stoll(a), a);
+  std::sort(sizes.begin(), sizes.end());
+  for (const auto& [bytes, a] : sizes) {
+    const double k = report.median("BM_all_reduce/kiln_cpu", a), m = report.median("BM_all_reduce/mpi", a);
+    std::printf("%-8s %10.3f %10.3f %8.1f%%", size_text(a).c_str(), k, m, m > 0 ? 100.0 * k / m : 0.0);
+    if (vk && report.median("BM_all_reduce/kiln_vulkan_mapped", a) > 0) {
+      std::printf(" %14.3f %14.3f", report.median("BM_all_reduce/kiln_vulkan_mapped", a),
+                  report.median("BM_all_reduce/kiln_vulkan_staged", a));
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
