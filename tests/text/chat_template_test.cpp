@@ -42,10 +42,12 @@ TEST(chat_template, text_and_expressions) {
   EXPECT_EQ(render("plain text"), "plain text");
   EXPECT_EQ(render("{{ 'a' + 'b' }}{{ \"c\" }}{{ 1 + 2 }}"), "abc3");
   EXPECT_EQ(render("{{ 7 / 2 }}|{{ 7 // 2 }}|{{ 7 % 3 }}|{{ -7 // 2 }}|{{ 2 ** 10 }}|{{ 1.5 }}|{{ 2 * 3 - 1 }}"), "3.5|3|1|-4|1024|1.5|5");
-  EXPECT_EQ(render("{{ 'a' ~ 1 ~ 'b' }}|{{ 'ab' * 2 }}|{{ 10 - 2 * 3 }}|{{ (10 - 2) * 3 }}"), "a1b|abab|4|24");
+  EXPECT_EQ(render("{{ 'a' ~ 1 ~ 'b' }}|{{ 'ab' * 2 }}|{{ 10 - 2 * 3 }}|{{ (10 - 2) * 3 }}|{{ 4 / 2 }}|{{ 1e3 }}|{{ 0.1 + 0.2 }}"),
+            "a1b|abab|4|24|2.0|1000.0|0.30000000000000004");
   EXPECT_EQ(render("{{ \"a\\tb\\\\\" }}|{{ 'it\\'s' }}|{{ \"\\u00e9\\n\" }}|{{ 'x' 'y' }}"), "a\tb\\|it's|\xc3\xa9\n|xy");
   // Python's str(): @huggingface/jinja prints true, false and null instead
-  EXPECT_EQ(render("{{ true }}|{{ False }}|{{ none }}|{{ x }}|{{ [1, 'a'] }}|{{ {'k': 2.0} }}"), "True|False|None||[1, 'a']|{'k': 2.0}");
+  EXPECT_EQ(render("{{ true }}|{{ False }}|{{ none }}|{{ x }}|{{ [1, 'a'] }}|{{ {'k': 2.0} }}|{{ (1, \"it's\") }}{{ (1,) }}"),
+            "True|False|None||[1, 'a']|{'k': 2.0}|(1, \"it's\")(1,)");
 }
 
 TEST(chat_template, comparisons_logic_and_membership) {
@@ -63,7 +65,8 @@ TEST(chat_template, tests) {
             "True|True|True|True|True|True");
   EXPECT_EQ(render("{{ 3 is odd }}|{{ 3 is even }}|{{ 9 is divisibleby(3) }}|{{ 2 is equalto 2 }}|{{ true is boolean }}|{{ false is false }}"),
             "True|False|True|True|True|True");
-  EXPECT_EQ(render("{{ f is callable }}{% macro f() %}{% endmacro %}{{ f is callable }}|{{ 'ab' is lower }}"), "FalseTrue|True");
+  EXPECT_EQ(render("{% macro f() %}{% endmacro %}{{ f is callable }}{{ 'f' is callable }}|{{ 'ab' is lower }}|{{ true is number }}"),
+            "TrueFalse|True|True");
   EXPECT_EQ(render_error("{{ 1 is prime }}"), "kiln::text: chat template line 1: unsupported test 'prime'");
 }
 
@@ -150,7 +153,7 @@ TEST(chat_template, filters) {
   EXPECT_EQ(render("{{ x|default('d') }}|{{ ''|default('d') }}|{{ ''|default('d', true) }}|{{ [3, 1, 2]|sort|join(',') }}|{{ [1, 1, 2]|unique|list }}"),
             "d||d|1,2,3|[1, 2]");
   EXPECT_EQ(render("{{ {'b': 1, 'a': 2}|items|list }}|{{ {'b': 1, 'a': 2}|dictsort }}|{{ 'ab'|list }}|{{ [1, 2]|reverse|list }}"),
-            "[['b', 1], ['a', 2]]|[['a', 2], ['b', 1]]|['a', 'b']|[2, 1]");
+            "[('b', 1), ('a', 2)]|[('a', 2), ('b', 1)]|['a', 'b']|[2, 1]");
   const ojson vars = {{"messages", three_messages}};
   EXPECT_EQ(render("{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|join }}|"
                    "{{ messages|rejectattr('role', 'in', ['user', 'system'])|map(attribute='role')|first }}|"

@@ -75,6 +75,7 @@ struct value {
   std::shared_ptr<list_t> l;  // shared: namespaces are assigned through (ns.x = ...)
   std::shared_ptr<dict_t> m;
   std::shared_ptr<callable> f;
+  bool tuple = false;  // a list that Python would hold as a tuple (items, dictsort, literals): printed (a, b)
 
   static value undefined(std::string what = {}) { value v; v.s = std::move(what); return v; }
   static value none() { value v; v.k = kind::none; return v; }
@@ -83,6 +84,7 @@ struct value {
   static value number(double x) { value v; v.k = kind::number; v.d = x; return v; }
   static value string(std::string x) { value v; v.k = kind::string; v.s = std::move(x); return v; }
   static value list(list_t x = {}) { value v; v.k = kind::list; v.l = std::make_shared<list_t>(std::move(x)); return v; }
+  static value pair(value a, value b) { value v = list({std::move(a), std::move(b)}); v.tuple = true; return v; }
   static value dict(dict_t x = {}) { value v; v.k = kind::dict; v.m = std::make_shared<dict_t>(std::move(x)); return v; }
 
   bool is(kind x) const { return k == x; }
@@ -382,9 +384,10 @@ inline std::string repr(const value& v) {
       return out + q;
     }
     case value::kind::list: {
-      std::string out = "[";
+      std::string out = v.tuple ? "(" : "[";
       for (std::size_t k = 0; k < v.l->size(); ++k) out += (k ? ", " : "") + repr((*v.l)[k]);
-      return out + "]";
+      if (v.tuple && v.l->size() == 1) out += ",";
+      return out + (v.tuple ? ")" : "]");
     }
     case value::kind::dict:
     case value::kind::ns: {
@@ -648,9 +651,22 @@ inline std::vector<token> tokenize(const lined_text& src) {
       const std::size_t begin = p;
       while (p < s.size() && std::isdigit(static_cast<unsigned char>(s[p]))) ++p;
       const bool after_dot = !toks.empty() && toks.back().t == token::type::punct && toks.back().v == ".";
+      bool is_float = false;
       if (!after_dot && p + 1 < s.size() && s[p] == '.' && std::isdigit(static_cast<unsigned char>(s[p + 1]))) {
         ++p;
         while (p < s.size() && std::isdigit(static_cast<unsigned char>(s[p]))) ++p;
+        is_float = true;
+      }
+      if (!after_dot && p < s.size() && (s[p] == 'e' || s[p] == 'E')) {  // 1e3, 2.5e-2
+        std::size_t q = p + 1;
+        if (q < s.size() && (s[q] == '+' || s[q] == '-')) ++q;
+        if (q < s.size() && std::isdigit(static_cast<unsigned char>(s[q]))) {
+          while (q < s.size() && std::isdigit(static_cast<unsigned char>(s[q]))) ++q;
+          p = q;
+          is_float = true;
+        }
+      }
+      if (is_float) {
         toks.push_back({token::type::number, s.substr(begin, p - begin), line});
       } else {
         toks.push_back({token::type::integer, s.substr(begin, p - begin), line});
@@ -1505,7 +1521,9 @@ class interpreter {
       case expr::op::tuple: {
         list_t l;
         for (const auto& x : e.a) l.push_back(eval(*x, sc));
-        return value::list(std::move(l));
+        value v = value::list(std::move(l));
+        v.tuple = e.o == expr::op::tuple;
+        return v;
       }
       case expr::op::dict: {
         dict_t m;
@@ -1832,7 +1850,7 @@ class interpreter {
         return make_fn(name, [m, name](list_t&, kwargs_t&, int) {
           list_t out;
           for (const auto& [k, v] : *m) {
-            if (name == "items") out.push_back(value::list({value::string(k), v}));
+            if (name == "items") out.push_back(value::pair(value::string(k), v));
             else if (name == "keys") out.push_back(value::string(k));
             else out.push_back(v);
           }
@@ -1869,7 +1887,7 @@ class interpreter {
     if (name == "undefined") return v.is(K::undefined);
     if (name == "none") return v.is(K::none);
     if (name == "string") return v.is(K::string);
-    if (name == "number") return v.is(K::integer) || v.is(K::number);
+    if (name == "number") return v.is(K::integer) || v.is(K::number) || v.is(K::boolean);  // Python: bool is an int
     if (name == "integer") return v.is(K::integer);
     if (name == "float") return v.is(K::number);
     if (name == "boolean") return v.is(K::boolean);
@@ -1999,7 +2017,7 @@ class interpreter {
       if (v.is(K::undefined)) return value::list();
       if (!v.is(K::dict)) fail(line, std::string("filter 'items' needs a dict, got a ") + kind_name(v));
       list_t out;
-      for (const auto& [k, x] : *v.m) out.push_back(value::list({value::string(k), x}));
+      for (const auto& [k, x] : *v.m) out.push_back(value::pair(value::string(k), x));
       return value::list(std::move(out));
     }
     if (name == "int") {
@@ -2091,7 +2109,7 @@ class interpreter {
       dict_t m = *v.m;
       std::stable_sort(m.begin(), m.end(), [](auto& a, auto& b) { return a.first < b.first; });
       list_t out;
-      for (auto& [k, x] : m) out.push_back(value::list({value::string(k), x}));
+      for (auto& [k, x] : m) out.push_back(value::pair(value::string(k), x));
       return value::list(std::move(out));
     }
     if (name == "selectattr" || name == "rejectattr" || name == "select" || name == "reject") {
