@@ -66,6 +66,7 @@ def main():
         variables = {**tokens, "messages": conversations[r["conversation"]],
                      "add_generation_prompt": r["add_generation_prompt"], **r["variables"]}
         entry = {k: r[k] for k in ("template", "conversation", "add_generation_prompt", "variables")}
+        entry["name"] = r.get("name", "")
         try:
             entry["output"] = env.from_string(t["template"]).render(**variables)
         except TemplateError as e:

@@ -10,7 +10,8 @@
 // conversation with add_generation_prompt false and true, with the special tokens that are
 // strings as variables (what transformers passes), then the file's extra runs (more
 // variables: enable_thinking, tools, list content). OUT_JSON is a list of
-// {template, conversation, add_generation_prompt, variables, output} or {..., error}.
+// {template, conversation, name (an extra run's), add_generation_prompt, variables, output}
+// or {..., error}.
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
@@ -50,7 +51,7 @@ for (const r of runs) {
     add_generation_prompt: r.add_generation_prompt,
     ...r.variables,
   };
-  const entry = { template: r.template, conversation: r.conversation, add_generation_prompt: r.add_generation_prompt, variables: r.variables };
+  const entry = { template: r.template, conversation: r.conversation, name: r.name ?? "", add_generation_prompt: r.add_generation_prompt, variables: r.variables };
   try {
     entry.output = new Template(t.template).render(vars);
   } catch (e) {

@@ -1,8 +1,11 @@
 // tests/text/chat_template_test.cpp — kiln::text::chat_template: each Jinja construct on
 // small templates (expectations as Jinja renders them; where @huggingface/jinja differs from
-// Python's Jinja, the test says so), and the real templates of Llama 3, Llama 2, Qwen 3 and
-// Gemma 3 byte for byte against @huggingface/jinja (scripts/chat_template_reference.mjs, run
-// as a fixture before the tests) on the conversations of tests/text/data/chat_templates.json.
+// Python's Jinja, the test says so), and the real templates of Llama 3, Llama 3.1, Llama 2,
+// Qwen 3 and Gemma 3 byte for byte against @huggingface/jinja
+// (scripts/chat_template_reference.mjs, run as a fixture before the tests) on the
+// conversations and extra runs of tests/text/data/chat_templates.json, with the divergences
+// of that reference the file states; and against Python's jinja2 as transformers sets it up
+// (scripts/chat_template_jinja2.py) where python3 has jinja2, with none.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -287,61 +290,67 @@ std::string render_run(const ojson& r, std::string& error) {
   return got;
 }
 
-std::string describe(const ojson& r) {
-  return r.at("template").get<std::string>() + " / " + r.at("conversation").get<std::string>() +
-         (r.at("add_generation_prompt").get<bool>() ? " / add_generation_prompt" : "") +
-         (r.at("variables").empty() ? "" : " / " + r.at("variables").dump().substr(0, 60));
+// "template/conversation[/extra run]", as the data file's reference_divergences name runs
+std::string run_id(const ojson& r) {
+  const std::string name = r.value("name", "");
+  return r.at("template").get<std::string>() + "/" + r.at("conversation").get<std::string>() + (name.empty() ? "" : "/" + name);
 }
 
-// every rendering of a reference file; `divergence` names the key of the stated output of
-// this reference where it knowingly differs (the output kiln gives is then python_jinja2's)
-void check_against(const char* file, const char* fixture, const char* divergence) {
+// every rendering of a reference file; with `huggingface`, the runs the data file lists as
+// that reference's known divergences give what the file says there, and kiln gives the file's
+// python_jinja2 output (what transformers renders)
+void check_against(const char* file, const char* fixture, bool huggingface) {
   std::ifstream in(file);
   ASSERT_TRUE(in) << "cannot read " << file << " (the " << fixture << " fixture writes it)";
   const ojson ref = ojson::parse(in);
   std::map<std::string, int> checked, errors;
   int diverged = 0;
   for (const auto& r : ref) {
-    SCOPED_TRACE(describe(r));
+    const std::string id = run_id(r);
+    const bool agp = r.at("add_generation_prompt").get<bool>();
+    SCOPED_TRACE(id + (agp ? " (add_generation_prompt)" : ""));
     const std::string name = r.at("template").get<std::string>();
     std::string error;
     const std::string got = render_run(r, error);
     const ojson* known = nullptr;
     for (const auto& d : data().file.at("reference_divergences"))
-      if (divergence && d.at("template") == r.at("template") && d.at("conversation") == r.at("conversation") && r.at("variables").empty())
-        known = &d;
-    if (r.contains("error")) {
-      // raise_exception: the template's own message, after the line
-      EXPECT_NE(error.find("raise_exception: " + r.at("error").get<std::string>()), std::string::npos) << error;
-      ++errors[name];
-    } else if (known) {
-      // the reference gives what the data file says, and kiln what Python's Jinja gives
-      EXPECT_EQ(ojson(r.at("output")).dump(), ojson(known->at(divergence)).dump());
+      if (huggingface && d.at("run") == id && d.at("add_generation_prompt") == agp) known = &d;
+    if (known) {
+      if (known->contains("huggingface_jinja_error")) {
+        EXPECT_EQ(r.value("error", ""), known->at("huggingface_jinja_error").get<std::string>());
+      } else {
+        EXPECT_EQ(ojson(r.at("output")).dump(), ojson(known->at("huggingface_jinja")).dump());
+      }
       EXPECT_EQ(error, "");
       EXPECT_EQ(ojson(got).dump(), ojson(known->at("python_jinja2")).dump());
       ++diverged;
+    } else if (r.contains("error")) {
+      // raise_exception: the template's own message, after the line
+      EXPECT_NE(error.find("raise_exception: " + r.at("error").get<std::string>()), std::string::npos) << error;
+      ++errors[name];
     } else {
       EXPECT_EQ(error, "");
       EXPECT_EQ(ojson(got).dump(), ojson(r.at("output")).dump());
     }
     ++checked[name];
   }
-  for (const char* name : {"llama3", "llama2", "qwen3", "gemma3"}) EXPECT_GE(checked[name], 18) << name;
+  for (const char* name : {"llama3", "llama2", "qwen3", "gemma3", "llama3_1"}) EXPECT_GE(checked[name], 18) << name;
   EXPECT_EQ(errors["llama2"], 4);  // bad_role and assistant_first, each with and without the prompt
   EXPECT_EQ(errors["gemma3"], 4);
+  EXPECT_EQ(errors["llama3_1"], 2);  // tools but no user message
   EXPECT_EQ(errors["qwen3"] + errors["llama3"], 0);
-  if (divergence) {
-    EXPECT_EQ(diverged, 2);
+  if (huggingface) {
+    EXPECT_EQ(diverged, static_cast<int>(data().file.at("reference_divergences").size()));
   }
 }
 
 TEST(chat_template_reference, real_templates_match_huggingface_jinja) {
-  check_against(KILN_CHAT_TEMPLATE_REFERENCE, "text.chat_template.reference", "huggingface_jinja");
+  check_against(KILN_CHAT_TEMPLATE_REFERENCE, "text.chat_template.reference", true);
 }
 
 #ifdef KILN_CHAT_TEMPLATE_JINJA2
 TEST(chat_template_reference, real_templates_match_python_jinja2) {
-  check_against(KILN_CHAT_TEMPLATE_JINJA2, "text.chat_template.jinja2", nullptr);
+  check_against(KILN_CHAT_TEMPLATE_JINJA2, "text.chat_template.jinja2", false);
 }
 #endif
 
