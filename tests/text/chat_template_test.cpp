@@ -53,6 +53,18 @@ TEST(chat_template, text_and_expressions) {
             "True|False|None||[1, 'a']|{'k': 2.0}|(1, \"it's\")(1,)");
 }
 
+// floats print as Python's repr; Jinja's title filter is not str.title; whitespace is Python's
+// (@huggingface/jinja: JavaScript's number text and \s)
+TEST(chat_template, python_text_forms) {
+  EXPECT_EQ(render("{{ 0.0001 }}|{{ 0.00001 }}|{{ 1e16 }}|{{ 1.5e16 }}|{{ 1e15 }}|{{ 123.456 }}|{{ -0.5 }}|{{ 1 / 3 }}|{{ 2.5e-7 }}|{{ [0.1, 1e20]|tojson }}"),
+            "0.0001|1e-05|1e+16|1.5e+16|1000000000000000.0|123.456|-0.5|0.3333333333333333|2.5e-07|[0.1, 1e+20]");
+  EXPECT_EQ(render("{{ \"they're bill's (friends)-ok <x\"|title }}|{{ \"they're bill's\".title() }}|{{ '\xc3\xa9" "COLE'|capitalize }}"),
+            "They're Bill's (Friends)-Ok <X|They'Re Bill'S|\xc3\x89" "cole");
+  // U+001C and U+0085 are white, U+FEFF is not
+  EXPECT_EQ(render("[{{ '\x1c\xc2\x85x\xc2\xa0 \xef\xbb\xbf'|trim }}]|{{ 'a\xc2\x85' ~ 'b'.split()|length }}|{{ 'a\xc2\x85" "b'.split()|length }}"),
+            "[x\xc2\xa0 \xef\xbb\xbf]|a\xc2\x85" "1|2");
+}
+
 TEST(chat_template, comparisons_logic_and_membership) {
   EXPECT_EQ(render("{{ 1 < 2 and 3 >= 3 }}|{{ 1 == 1.0 }}|{{ 'a' != 'b' }}|{{ not x and y or 'z' }}|{{ 2 > 3 or 0 }}"),
             "True|True|True|z|0");

@@ -187,15 +187,17 @@ inline void append_utf8(std::string& out, std::int32_t cp) {
   out.append(reinterpret_cast<const char*>(buf), static_cast<std::size_t>(n));
 }
 
-// JavaScript's \s (what @huggingface/jinja trims with, and what String.prototype.trim removes)
-inline bool js_space(std::int32_t c) {
-  return c == 0x20 || (c >= 0x09 && c <= 0x0d) || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) ||
-         c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000 || c == 0xfeff;
+// Python's whitespace (str.isspace, and the \s of Jinja's lexer): what trim, strip, split and
+// whitespace control remove (@huggingface/jinja uses JavaScript's \s, which differs on
+// U+001C..U+001F and U+0085, not white there, and U+FEFF, white there)
+inline bool py_space(std::int32_t c) {
+  return c == 0x20 || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
 inline std::size_t space_prefix(std::string_view s) {
   std::size_t p = 0, n = 0;
-  while (p < s.size() && js_space(decode_at(s, p, n))) p += n;
+  while (p < s.size() && py_space(decode_at(s, p, n))) p += n;
   return p;
 }
 inline std::size_t space_suffix_start(std::string_view s) {
@@ -204,7 +206,7 @@ inline std::size_t space_suffix_start(std::string_view s) {
     std::size_t start = end - 1;
     while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80) --start;
     std::size_t n = 0;
-    if (!js_space(decode_at(s, start, n))) break;
+    if (!py_space(decode_at(s, start, n))) break;
     end = start;
   }
   return end;
@@ -277,17 +279,38 @@ inline std::string replace_all(std::string s, std::string_view from, std::string
 
 // --- text forms
 
+// Python's repr(float): the shortest digits that read back, fixed notation for exponents
+// -4..15, else d.ddde+XX
 inline std::string float_text(double x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  if (x == std::floor(x) && std::fabs(x) < 1e16) {
-    char buf[64];
-    auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::fixed, 0);
-    return std::string(buf, r.ptr) + ".0";
-  }
   char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, x);
-  return std::string(buf, r.ptr);
+  const auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
+  const std::string sci(buf, r.ptr);
+  const auto e = sci.find('e');
+  const int exp = std::stoi(sci.substr(e + 1));
+  std::string mant = sci.substr(0, e);
+  const bool neg = mant[0] == '-';
+  if (neg) mant.erase(0, 1);
+  std::string digits;
+  for (char c : mant)
+    if (c != '.') digits += c;
+  std::string out = neg ? "-" : "";
+  if (exp >= -4 && exp < 16) {
+    if (exp >= 0) {
+      const auto int_len = static_cast<std::size_t>(exp) + 1;
+      if (digits.size() < int_len) digits.append(int_len - digits.size(), '0');
+      out += digits.substr(0, int_len) + "." + (digits.size() > int_len ? digits.substr(int_len) : "0");
+    } else {
+      out += "0." + std::string(static_cast<std::size_t>(-exp - 1), '0') + digits;
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  const int a = exp < 0 ? -exp : exp;
+  out += std::string("e") + (exp < 0 ? "-" : "+") + (a < 10 ? "0" : "") + std::to_string(a);
+  return out;
 }
 
 inline std::string json_string(std::string_view s) {
@@ -506,7 +529,7 @@ inline lined_text preprocess(std::string_view source) {
   {
     lined_text out;
     const std::string& s = src.s;
-    auto ws = [&](std::size_t p) { std::size_t n = 0; return p < s.size() && js_space(decode_at(s, p, n)); };
+    auto ws = [&](std::size_t p) { std::size_t n = 0; return p < s.size() && py_space(decode_at(s, p, n)); };
     auto ws_len = [&](std::size_t p) { std::size_t n = 0; decode_at(s, p, n); return n; };
     std::size_t p = 0;
     while (p < s.size()) {
@@ -558,7 +581,7 @@ inline std::vector<token> tokenize(const lined_text& src) {
   };
   auto skip_space = [&] {
     std::size_t n = 0;
-    while (p < s.size() && js_space(decode_at(s, p, n))) p += n;
+    while (p < s.size() && py_space(decode_at(s, p, n))) p += n;
   };
   auto starts = [&](std::string_view what) { return s.compare(p, what.size(), what) == 0; };
   while (p < s.size()) {
@@ -1782,7 +1805,7 @@ class interpreter {
                 break;
               }
               std::size_t q = p, n = 0;
-              while (q < s.size() && !js_space(decode_at(s, q, n))) q += n;
+              while (q < s.size() && !py_space(decode_at(s, q, n))) q += n;
               out.push_back(value::string(s.substr(p, q - p)));
               p = q + space_prefix(std::string_view(s).substr(q));
             }
@@ -1968,7 +1991,21 @@ class interpreter {
     if (name == "trim") return value::string(strip(to_text(v), true, true, opt_string_arg(args, kwargs, 0, "chars", line, "trim")));
     if (name == "upper") return value::string(map_case(need_string(v), 1));
     if (name == "lower") return value::string(map_case(need_string(v), 0));
-    if (name == "title") return value::string(map_case(need_string(v), 2));
+    if (name == "title") {
+      // Jinja's title filter (not str.title): words start after runs of -, whitespace, ( { [ <
+      const std::string t = need_string(v);
+      std::string out;
+      bool start = true;
+      for (std::size_t p = 0; p < t.size();) {
+        std::size_t n = 0;
+        const std::int32_t c = decode_at(t, p, n);
+        const bool sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || py_space(c);
+        append_utf8(out, sep ? c : start ? utf8proc_toupper(c) : utf8proc_tolower(c));
+        start = sep;
+        p += n;
+      }
+      return value::string(std::move(out));
+    }
     if (name == "capitalize") return value::string(map_case(need_string(v), 3));
     if (name == "replace") {
       const std::string from = string_arg(args, kwargs, 0, "old", line, "replace"), to = string_arg(args, kwargs, 1, "new", line, "replace");
