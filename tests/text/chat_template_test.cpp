@@ -156,6 +156,10 @@ TEST(chat_template, macros_and_call_blocks) {
   EXPECT_EQ(render("{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}bold{% endcall %}"),
             "<b>bold</b>");
   EXPECT_EQ(render_error("{% macro f(a) %}{% endmacro %}{{ f(1, 2) }}"), "kiln::text: chat template line 1: macro 'f' takes 1 arguments, got 2");
+  // top-level macros see the template's variables at the call; one inside a loop what it saw there
+  EXPECT_EQ(render("{% macro g() %}{{ x }}{% endmacro %}{% set x = 1 %}{{ g() }}|"
+                   "{% for i in [1, 2] %}{% macro h(p) %}{{ p }}{{ i }}{% endmacro %}{{ h('i=') }};{% endfor %}"),
+            "1|i=1;i=2;");
 }
 
 TEST(chat_template, filters) {
@@ -224,6 +228,9 @@ TEST(chat_template, functions) {
 TEST(chat_template, unsupported_constructs_name_their_line) {
   EXPECT_EQ(render_error("line 1\nline 2\n{% include 'other.jinja' %}"), "kiln::text: chat template line 3: unsupported statement 'include'");
   EXPECT_EQ(render_error("{% extends 'base' %}"), "kiln::text: chat template line 1: unsupported statement 'extends'");
+  EXPECT_EQ(render_error("{% for i in x %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"),
+            "kiln::text: chat template line 1: 'break' outside a for loop");
+  EXPECT_EQ(render_error("{{ messages }}", ojson::array()), "kiln::text: chat template: render: the variables must be a JSON object");
   EXPECT_EQ(render_error("\n{% for x in y %}\n{% endif %}"), "kiln::text: chat template line 3: unsupported statement 'endif'");
   EXPECT_EQ(render_error("{% if x %}"), "kiln::text: chat template line 1: missing '{% endif %}'");
   EXPECT_EQ(render_error("{{ 1 + }}"), "kiln::text: chat template line 1: expected an expression, got '}}'");

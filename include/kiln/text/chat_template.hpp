@@ -38,7 +38,9 @@ class chat_template_error : public tokenizer_error {
  public:
   chat_template_error(int line, const std::string& what)
       : tokenizer_error("kiln::text: chat template line " + std::to_string(line) + ": " + what), line_(line) {}
-  /// The template line (1-based) the error is about.
+  /// An error about no line (no template, bad variables).
+  explicit chat_template_error(const std::string& what) : tokenizer_error("kiln::text: chat template: " + what), line_(0) {}
+  /// The template line (1-based) the error is about; 0 for none.
   int line() const noexcept { return line_; }
 
  private:
@@ -770,6 +772,7 @@ class parser {
  private:
   std::vector<token> t_;
   std::size_t p_ = 0;
+  int loops_ = 0;  // for loops around the statement being parsed (in this macro)
 
   const token& cur() const { return t_[p_]; }
   const token& peek(std::size_t k = 1) const { return t_[std::min(p_ + k, t_.size() - 1)]; }
@@ -854,7 +857,9 @@ class parser {
       if (is_name("if")) { ++p_; s.cond = parse_ternary_free(); }
       if (is_name("recursive")) fail(cur().line, "unsupported: recursive for loops");
       expect_close_stmt();
+      ++loops_;
       s.body = parse_body({"else", "endfor"}, found);
+      --loops_;
       expect_close_stmt();
       if (found == "else") {
         s.orelse = parse_body({"endfor"}, found);
@@ -901,7 +906,9 @@ class parser {
       }
       ++p_;
       expect_close_stmt();
+      const int outer_loops = std::exchange(loops_, 0);
       s.body = parse_body({"endmacro"}, found);
+      loops_ = outer_loops;
       expect_close_stmt();
       return s;
     }
@@ -925,6 +932,7 @@ class parser {
       return s;
     }
     if (word == "break" || word == "continue") {
+      if (loops_ == 0) fail(line, "'" + word + "' outside a for loop");
       s.o = word == "break" ? stmt::op::break_ : stmt::op::continue_;
       expect_close_stmt();
       return s;
@@ -1461,8 +1469,17 @@ class interpreter {
     auto c = std::make_shared<callable>();
     c->name = s.text;
     const stmt* def = &s;
-    const scope* where = &sc;
-    c->fn = [this, def, where](list_t& args, kwargs_t& kwargs, int line) {
+    // a macro defined at the top sees the template's variables as they are at the call; one
+    // defined inside a loop or macro keeps a copy of what it saw (that scope ends before it may)
+    std::shared_ptr<scope> captured;
+    if (&sc != &root_) {
+      captured = std::make_shared<scope>();
+      captured->parent = &root_;
+      for (const scope* x = &sc; x && x != &root_; x = x->parent)
+        for (const auto& [k, v] : x->vars) captured->vars.emplace(k, v);
+    }
+    c->fn = [this, def, captured](list_t& args, kwargs_t& kwargs, int line) {
+      const scope* where = captured ? captured.get() : &root_;
       if (args.size() > def->params.size())
         fail(line, "macro '" + def->text + "' takes " + std::to_string(def->params.size()) + " arguments, got " +
                        std::to_string(args.size()));
@@ -2289,7 +2306,7 @@ class chat_template {
     detail::jinja::scope globals;
     detail::jinja::add_globals(globals);
     if (!variables.is_null()) {
-      if (!variables.is_object()) throw chat_template_error(0, "render: the variables must be a JSON object");
+      if (!variables.is_object()) throw chat_template_error("render: the variables must be a JSON object");
       for (const auto& [k, v] : variables.items()) globals.vars[k] = detail::jinja::from_json(v);
     }
     detail::jinja::interpreter in(globals);
@@ -2353,7 +2370,7 @@ inline nlohmann::ordered_json chat_template_variables(const tokenizer_config& co
 ///   std::string prompt = kiln::text::apply_chat_template(tok, {{"user", "Hi"}}, true);
 inline std::string apply_chat_template(const tokenizer& tok, std::span<const chat_message> messages,
                                        bool add_generation_prompt, const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) {
-  if (!tok.config().chat_template) throw chat_template_error(0, "the tokenizer has no chat_template (tokenizer_config.json)");
+  if (!tok.config().chat_template) throw chat_template_error("the tokenizer has no chat_template (tokenizer_config.json)");
   return chat_template(*tok.config().chat_template)
       .apply(messages, add_generation_prompt, chat_template_variables(tok.config()), extra);
 }
