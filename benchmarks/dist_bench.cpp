@@ -78,6 +78,45 @@ void BM_all_reduce_mpi(benchmark::State& state) {
   set_rate(state, bytes);
 }
 
+/// kiln and bare MPI call by call, alternating (in pairs whose order alternates too), each call timed on its own: the medians of
+/// the per-call times compare the two under the same machine state even while other work
+/// comes and goes (a load spike lands on a few calls of both, not on one variant's round).
+/// Counters: kiln_GB and mpi_GB (tensor bytes / median call time), kiln_vs_mpi; kiln_best_GB
+/// and mpi_best_GB (tensor bytes / fastest call).
+void BM_all_reduce_paired(benchmark::State& state) {
+  const std::int64_t bytes = state.range(0);
+  auto& t = cpu_buffer(bytes);
+  const auto bare = [&] {
+    MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.numel()), MPI_FLOAT, MPI_SUM, comm().native());
+  };
+  comm().all_reduce_sum(t);
+  bare();
+  std::vector<double> k, m;
+  MPI_Barrier(comm().native());
+  bool kiln_first = true;  // which goes first alternates: the second of a pair starts from the skew the first left
+  for (auto _ : state) {
+    const double t0 = MPI_Wtime();
+    if (kiln_first) comm().all_reduce_sum(t);
+    else bare();
+    const double t1 = MPI_Wtime();
+    if (kiln_first) bare();
+    else comm().all_reduce_sum(t);
+    const double t2 = MPI_Wtime();
+    k.push_back(kiln_first ? t1 - t0 : t2 - t1);
+    m.push_back(kiln_first ? t2 - t1 : t1 - t0);
+    kiln_first = !kiln_first;
+  }
+  std::sort(k.begin(), k.end());
+  std::sort(m.begin(), m.end());
+  const double kg = double(bytes) / k[k.size() / 2] / 1e9, mg = double(bytes) / m[m.size() / 2] / 1e9;
+  state.counters["kiln_GB"] = kg;
+  state.counters["mpi_GB"] = mg;
+  state.counters["kiln_vs_mpi"] = kg / mg;
+  // the fastest call of each: what the call costs when nothing else on the machine interferes
+  state.counters["kiln_best_GB"] = double(bytes) / k.front() / 1e9;
+  state.counters["mpi_best_GB"] = double(bytes) / m.front() / 1e9;
+}
+
 #if defined(KILN_BENCH_VULKAN)
 kiln::context<kiln::vulkan>& vk_ctx(bool zero_copy) {
   static auto make = [](bool zc) {
@@ -106,8 +145,12 @@ class table_reporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const auto& r : runs) {
-      auto it = r.counters.find("GB");
-      if (it != r.counters.end()) rates[r.run_name.function_name][r.run_name.args].push_back(it->second.value);
+      for (const char* c : {"GB", "kiln_GB", "mpi_GB", "kiln_best_GB", "mpi_best_GB"}) {
+        auto it = r.counters.find(c);
+        if (it == r.counters.end()) continue;
+        const std::string name = std::string(c) == "GB" ? r.run_name.function_name : r.run_name.function_name + "/" + c;
+        rates[name][r.run_name.args].push_back(it->second.value);
+      }
     }
   }
   /// The median rate of a variant at a size (0 when it did not run).
@@ -140,6 +183,8 @@ int rounds() {
 void register_all() {
   const std::vector<std::int64_t> sizes{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
   for (auto bytes : sizes) {
+    benchmark::RegisterBenchmark("BM_all_reduce_paired", BM_all_reduce_paired)
+        ->Arg(bytes)->Iterations(std::clamp<std::int64_t>((std::int64_t(1) << 30) / bytes, 41, 4001))->UseRealTime();
     for (int r = 0; r < rounds(); ++r) {
       benchmark::RegisterBenchmark("BM_all_reduce/kiln_cpu", BM_all_reduce_kiln_cpu)->Arg(bytes)->Iterations(iterations_for(bytes))->UseRealTime();
       benchmark::RegisterBenchmark("BM_all_reduce/mpi", BM_all_reduce_mpi)->Arg(bytes)->Iterations(iterations_for(bytes))->UseRealTime();
@@ -195,19 +240,27 @@ int main(int argc, char** argv) {
   const auto& rates = report.rates;
   if (!rates.count("BM_all_reduce/mpi")) return 0;
   const bool vk = rates.count("BM_all_reduce/kiln_vulkan_mapped") != 0;
-  std::printf("\nall-reduce of f32, %d ranks, algorithm bandwidth (GB/s = tensor bytes / time), medians of %d rounds\n",
+  std::printf("\nall-reduce of f32 on CPU tensors, %d ranks, algorithm bandwidth (GB/s = tensor bytes / time);\n"
+              "rounds: kiln and MPI alternate, %d rounds each per size\n",
               comm().size(), rounds());
-  std::printf("%-8s %10s %10s %9s", "size", "kiln cpu", "bare MPI", "kiln/MPI");
-  if (vk) std::printf(" %14s %14s", "kiln vk mapped", "kiln vk staged");
+  std::printf("%-8s | %-29s | %-29s | %-29s", "", "call by call: median call", "call by call: fastest call", "rounds: median round");
+  if (vk) std::printf(" | kiln, Vulkan tensors (rounds)");
+  std::printf("\n%-8s | %8s %8s %9s  | %8s %8s %9s  | %8s %8s %9s ", "size", "kiln", "MPI", "kiln/MPI", "kiln", "MPI",
+              "kiln/MPI", "kiln", "MPI", "kiln/MPI");
+  if (vk) std::printf(" | %8s %8s", "mapped", "staged");
   std::printf("\n");
   std::vector<std::pair<long long, std::string>> sizes;
   for (const auto& [a, v] : rates.at("BM_all_reduce/mpi")) sizes.emplace_back(std::stoll(a), a);
   std::sort(sizes.begin(), sizes.end());
   for (const auto& [bytes, a] : sizes) {
+    const double pk = report.median("BM_all_reduce_paired/kiln_GB", a), pm = report.median("BM_all_reduce_paired/mpi_GB", a);
+    const double bk = report.median("BM_all_reduce_paired/kiln_best_GB", a), bm = report.median("BM_all_reduce_paired/mpi_best_GB", a);
     const double k = report.median("BM_all_reduce/kiln_cpu", a), m = report.median("BM_all_reduce/mpi", a);
-    std::printf("%-8s %10.3f %10.3f %8.1f%%", size_text(a).c_str(), k, m, m > 0 ? 100.0 * k / m : 0.0);
+    const auto pct = [](double x, double y) { return y > 0 ? 100.0 * x / y : 0.0; };
+    std::printf("%-8s | %8.3f %8.3f %8.1f%%  | %8.3f %8.3f %8.1f%%  | %8.3f %8.3f %8.1f%% ", size_text(a).c_str(), pk, pm,
+                pct(pk, pm), bk, bm, pct(bk, bm), k, m, pct(k, m));
     if (vk && report.median("BM_all_reduce/kiln_vulkan_mapped", a) > 0) {
-      std::printf(" %14.3f %14.3f", report.median("BM_all_reduce/kiln_vulkan_mapped", a),
+      std::printf(" | %8.3f %8.3f", report.median("BM_all_reduce/kiln_vulkan_mapped", a),
                   report.median("BM_all_reduce/kiln_vulkan_staged", a));
     }
     std::printf("\n");
