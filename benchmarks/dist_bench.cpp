@@ -78,18 +78,20 @@ void BM_all_reduce_mpi(benchmark::State& state) {
   set_rate(state, bytes);
 }
 
-/// kiln and bare MPI call by call, alternating (in pairs whose order alternates too), each call timed on its own: the medians of
-/// the per-call times compare the two under the same machine state even while other work
-/// comes and goes (a load spike lands on a few calls of both, not on one variant's round).
-/// Counters: kiln_GB and mpi_GB (tensor bytes / median call time), kiln_vs_mpi; kiln_best_GB
-/// and mpi_best_GB (tensor bytes / fastest call).
-void BM_all_reduce_paired(benchmark::State& state) {
+/// kiln and bare MPI call by call, alternating (in pairs whose order alternates too), each
+/// call timed on its own: the medians of the per-call times compare the two under the same
+/// machine state even while other work comes and goes (a load spike lands on a few calls of
+/// both, not on one variant's round). kiln reduces `t` (a CPU tensor, or a Vulkan one), the
+/// bare MPI_Allreduce the CPU buffer of the same size. Counters: kiln_GB and mpi_GB (tensor
+/// bytes / median call time), kiln_vs_mpi; kiln_best_GB and mpi_best_GB (fastest call).
+template <class B>
+void paired(benchmark::State& state, const kiln::tensor<float, B>& t) {
   const std::int64_t bytes = state.range(0);
-  auto& t = cpu_buffer(bytes);
+  auto& host = cpu_buffer(bytes);
   const auto bare = [&] {
-    MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.numel()), MPI_FLOAT, MPI_SUM, comm().native());
+    MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(host.numel()), MPI_FLOAT, MPI_SUM, comm().native());
   };
-  comm().all_reduce_sum(t);
+  comm().all_reduce_sum(t);  // one call of each outside the timing
   bare();
   std::vector<double> k, m;
   MPI_Barrier(comm().native());
@@ -117,6 +119,8 @@ void BM_all_reduce_paired(benchmark::State& state) {
   state.counters["mpi_best_GB"] = double(bytes) / m.front() / 1e9;
 }
 
+void BM_all_reduce_paired(benchmark::State& state) { paired(state, cpu_buffer(state.range(0))); }
+
 #if defined(KILN_BENCH_VULKAN)
 kiln::context<kiln::vulkan>& vk_ctx(bool zero_copy) {
   static auto make = [](bool zc) {
@@ -129,13 +133,10 @@ kiln::context<kiln::vulkan>& vk_ctx(bool zero_copy) {
   return zero_copy ? *mapped : *staged;
 }
 
-void BM_all_reduce_kiln_vulkan(benchmark::State& state, bool zero_copy) {
-  const std::int64_t bytes = state.range(0);
-  auto t = kiln::zeros<float>(vk_ctx(zero_copy), {bytes / 4});
-  comm().all_reduce_sum(t);  // first touch outside the timing
-  MPI_Barrier(comm().native());
-  for (auto _ : state) comm().all_reduce_sum(t);
-  set_rate(state, bytes);
+/// A Vulkan tensor on a zero-copy context (MPI works on the mapped storage) or a staged one
+/// (a download before and an upload after each call), against bare MPI on the CPU buffer.
+void BM_all_reduce_paired_vulkan(benchmark::State& state, bool zero_copy) {
+  paired(state, kiln::zeros<float>(vk_ctx(zero_copy), {state.range(0) / 4}));
 }
 #endif
 
@@ -196,11 +197,10 @@ void register_all() {
   MPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, comm().native());
   if (everywhere) {
     for (std::int64_t bytes : {std::int64_t(64) << 10, std::int64_t(1) << 20, std::int64_t(16) << 20}) {
-      for (int r = 0; r < rounds(); ++r) {
-        benchmark::RegisterBenchmark("BM_all_reduce/kiln_vulkan_mapped", BM_all_reduce_kiln_vulkan, true)
-            ->Arg(bytes)->Iterations(iterations_for(bytes))->UseRealTime();
-        benchmark::RegisterBenchmark("BM_all_reduce/kiln_vulkan_staged", BM_all_reduce_kiln_vulkan, false)
-            ->Arg(bytes)->Iterations(iterations_for(bytes))->UseRealTime();
+      for (bool zero_copy : {true, false}) {
+        benchmark::RegisterBenchmark(zero_copy ? "BM_all_reduce_paired/vulkan_mapped" : "BM_all_reduce_paired/vulkan_staged",
+                                     BM_all_reduce_paired_vulkan, zero_copy)
+            ->Arg(bytes)->Iterations(std::clamp<std::int64_t>((std::int64_t(1) << 28) / bytes, 41, 1001))->UseRealTime();
       }
     }
   }
@@ -239,15 +239,15 @@ int main(int argc, char** argv) {
 
   const auto& rates = report.rates;
   if (!rates.count("BM_all_reduce/mpi")) return 0;
-  const bool vk = rates.count("BM_all_reduce/kiln_vulkan_mapped") != 0;
+  const bool vk = rates.count("BM_all_reduce_paired/vulkan_mapped/kiln_GB") != 0;
   std::printf("\nall-reduce of f32 on CPU tensors, %d ranks, algorithm bandwidth (GB/s = tensor bytes / time);\n"
               "rounds: kiln and MPI alternate, %d rounds each per size\n",
               comm().size(), rounds());
   std::printf("%-8s | %-29s | %-29s | %-29s", "", "call by call: median call", "call by call: fastest call", "rounds: median round");
-  if (vk) std::printf(" | kiln, Vulkan tensors (rounds)");
+  if (vk) std::printf(" | Vulkan tensors: median call, kiln/MPI");
   std::printf("\n%-8s | %8s %8s %9s  | %8s %8s %9s  | %8s %8s %9s ", "size", "kiln", "MPI", "kiln/MPI", "kiln", "MPI",
               "kiln/MPI", "kiln", "MPI", "kiln/MPI");
-  if (vk) std::printf(" | %8s %8s", "mapped", "staged");
+  if (vk) std::printf(" | %8s %9s %8s %9s", "mapped", "", "staged", "");
   std::printf("\n");
   std::vector<std::pair<long long, std::string>> sizes;
   for (const auto& [a, v] : rates.at("BM_all_reduce/mpi")) sizes.emplace_back(std::stoll(a), a);
@@ -259,9 +259,11 @@ int main(int argc, char** argv) {
     const auto pct = [](double x, double y) { return y > 0 ? 100.0 * x / y : 0.0; };
     std::printf("%-8s | %8.3f %8.3f %8.1f%%  | %8.3f %8.3f %8.1f%%  | %8.3f %8.3f %8.1f%% ", size_text(a).c_str(), pk, pm,
                 pct(pk, pm), bk, bm, pct(bk, bm), k, m, pct(k, m));
-    if (vk && report.median("BM_all_reduce/kiln_vulkan_mapped", a) > 0) {
-      std::printf(" | %8.3f %8.3f", report.median("BM_all_reduce/kiln_vulkan_mapped", a),
-                  report.median("BM_all_reduce/kiln_vulkan_staged", a));
+    if (vk && report.median("BM_all_reduce_paired/vulkan_mapped/kiln_GB", a) > 0) {
+      std::printf(" | %8.3f %8.1f%% %8.3f %8.1f%%", report.median("BM_all_reduce_paired/vulkan_mapped/kiln_GB", a),
+                  pct(report.median("BM_all_reduce_paired/vulkan_mapped/kiln_GB", a), report.median("BM_all_reduce_paired/vulkan_mapped/mpi_GB", a)),
+                  report.median("BM_all_reduce_paired/vulkan_staged/kiln_GB", a),
+                  pct(report.median("BM_all_reduce_paired/vulkan_staged/kiln_GB", a), report.median("BM_all_reduce_paired/vulkan_staged/mpi_GB", a)));
     }
     std::printf("\n");
   }
