@@ -79,7 +79,7 @@ void BM_all_reduce_mpi(benchmark::State& state) {
 }
 
 /// kiln and bare MPI call by call, alternating (in pairs whose order alternates too), each
-/// call timed on its own: the medians of the per-call times compare the two under the same
+/// call started from a barrier and timed on its own (the slowest rank's time): the medians of the per-call times compare the two under the same
 /// machine state even while other work comes and goes (a load spike lands on a few calls of
 /// both, not on one variant's round). kiln reduces `t` (a CPU tensor, or a Vulkan one), the
 /// bare MPI_Allreduce the CPU buffer of the same size. Counters: kiln_GB and mpi_GB (tensor
@@ -95,19 +95,30 @@ void paired(benchmark::State& state, const kiln::tensor<float, B>& t) {
   bare();
   std::vector<double> k, m;
   MPI_Barrier(comm().native());
-  bool kiln_first = true;  // which goes first alternates: the second of a pair starts from the skew the first left
-  for (auto _ : state) {
+  // Each call starts from a barrier and is timed alone on every rank, and its time is the
+  // slowest rank's (below): timed on one rank, a call that found the other already inside
+  // looks shorter than one both started together, which favours whichever variant the
+  // skew happens to land on. Which goes first in a pair alternates too.
+  const auto timed = [&](auto&& call) {
+    MPI_Barrier(comm().native());
     const double t0 = MPI_Wtime();
-    if (kiln_first) comm().all_reduce_sum(t);
-    else bare();
-    const double t1 = MPI_Wtime();
-    if (kiln_first) bare();
-    else comm().all_reduce_sum(t);
-    const double t2 = MPI_Wtime();
-    k.push_back(kiln_first ? t1 - t0 : t2 - t1);
-    m.push_back(kiln_first ? t2 - t1 : t1 - t0);
+    call();
+    return MPI_Wtime() - t0;
+  };
+  bool kiln_first = true;
+  for (auto _ : state) {
+    if (kiln_first) {
+      k.push_back(timed([&] { comm().all_reduce_sum(t); }));
+      m.push_back(timed(bare));
+    } else {
+      m.push_back(timed(bare));
+      k.push_back(timed([&] { comm().all_reduce_sum(t); }));
+    }
     kiln_first = !kiln_first;
   }
+  // a call lasts until its slowest rank is done: each call's time is the largest of the ranks'
+  MPI_Allreduce(MPI_IN_PLACE, k.data(), static_cast<int>(k.size()), MPI_DOUBLE, MPI_MAX, comm().native());
+  MPI_Allreduce(MPI_IN_PLACE, m.data(), static_cast<int>(m.size()), MPI_DOUBLE, MPI_MAX, comm().native());
   std::sort(k.begin(), k.end());
   std::sort(m.begin(), m.end());
   const double kg = double(bytes) / k[k.size() / 2] / 1e9, mg = double(bytes) / m[m.size() / 2] / 1e9;
