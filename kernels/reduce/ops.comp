@@ -14,13 +14,15 @@
 //   order does not matter), stats_pack / stats_unpack (vec4, the split pass's partials),
 //   stats_shuffle_xor(s, mask) (subgroup butterflies), and either
 //   stats_result(s, count) (reduce family) or stats_finish(s, count) + stats_apply(s, x, j)
-//   (row family). KILN_OP: 1 reducer, 2 argmax/argmin (KILN_LARGEST), 3 softmax
-//   (KILN_LOG: log_softmax), 4 layer_norm, 5 rms_norm.
+//   (row family). KILN_OP names the op: KILN_OP_REDUCER, KILN_OP_ARG_EXTREME (argmax /
+//   argmin, KILN_LARGEST), KILN_OP_SOFTMAX (KILN_LOG: log_softmax), KILN_OP_LAYER_NORM,
+//   KILN_OP_RMS_NORM; the generated part defines them from structural_op's table
+//   (codegen/structural.hpp), the only place their numbers are written.
 // KILN_VEC4 (rows.comp's lanes mode, four elements a step): stats_add and stats_apply
 //   also take a vec4 of the entries at positions i .. i + 3, and stats_add four such
 //   steps 4 * KILN_WG positions apart (softmax: one rescaling for the sixteen).
 
-#if KILN_OP == 1
+#if KILN_OP == KILN_OP_REDUCER
 struct kiln_stats { KILN_ACC v; };
 kiln_stats stats_empty() { return kiln_stats(kiln_identity()); }
 void stats_add(inout kiln_stats s, KILN_ACC x, uint i) { s.v = kiln_combine(s.v, x); }
@@ -37,7 +39,7 @@ kiln_stats stats_shuffle_xor(kiln_stats s, uint m) { return kiln_stats(subgroupS
 #endif
 KILN_RESULT stats_result(kiln_stats s, float count) { return kiln_finalize(s.v, count); }
 
-#elif KILN_OP == 2
+#elif KILN_OP == KILN_OP_ARG_EXTREME
 // The extreme value and its index (-1: none yet). A NaN is the extreme; first index on ties.
 struct kiln_stats { KILN_ACC v; int i; };
 kiln_stats stats_empty() { return kiln_stats(KILN_ACC(0), -1); }
@@ -74,7 +76,7 @@ kiln_stats stats_shuffle_xor(kiln_stats s, uint m) { return kiln_stats(subgroupS
 #endif
 KILN_RESULT stats_result(kiln_stats s, float count) { return s.i; }
 
-#elif KILN_OP == 3
+#elif KILN_OP == KILN_OP_SOFTMAX
 // Online softmax: the running max m and the sum s of exp(x - m). m is never NaN (a NaN
 // fails every comparison and goes into s instead); -inf entries add nothing, and a line
 // whose max is +inf or -inf gets s = NaN at the end (inf - inf, 0 / 0), as PyTorch.
@@ -143,7 +145,7 @@ vec4 stats_apply(kiln_stats st, vec4 x, uint j) {
 }
 #endif
 
-#else  // KILN_OP == 4 (layer_norm), 5 (rms_norm)
+#else  // KILN_OP_LAYER_NORM, KILN_OP_RMS_NORM
 // Sums of the line shifted by its first element k (layer_norm): x - k is exact for data
 // near k (Sterbenz) and of the spread's size, so a line around 1e4 with a spread of 0.1
 // keeps its digits in the variance, and the output (x - k - mean of (x - k)) never rounds
@@ -166,7 +168,7 @@ kiln_stats stats_shuffle_xor(kiln_stats s, uint m) {
 }
 #endif
 void stats_finish(inout kiln_stats st, float count) {
-#if KILN_OP == 4
+#if KILN_OP == KILN_OP_LAYER_NORM
   float dm = st.s1 / count;
   float var = st.s2 / count - dm * dm;  // biased, as PyTorch's layer_norm
   if (var < 0.0) var = 0.0;            // rounding; a NaN stays NaN
@@ -189,7 +191,7 @@ float stats_apply(kiln_stats st, float x, uint j) {
 }
 #endif
 
-#if KILN_VEC4 && KILN_OP != 3
+#if KILN_VEC4 && KILN_OP != KILN_OP_SOFTMAX
 // Four entries a step (lanes mode), at positions i .. i + 3; four steps (a .. d, each
 // 4 * KILN_WG positions after the last) in order.
 void stats_add(inout kiln_stats s, vec4 x, uint i) {

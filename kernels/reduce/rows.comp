@@ -27,7 +27,7 @@ layout(local_size_x = KILN_WG) in;
 // A line's empty statistics (layer_norm shifts by the line's first element).
 kiln_stats kiln_stats_begin(uint base) {
   kiln_stats s = stats_empty();
-#if KILN_OP == 4
+#if KILN_OP == KILN_OP_LAYER_NORM
   if (p.extent > 0u) s.k = kiln_prologue(base);
 #endif
   return s;
@@ -68,7 +68,7 @@ void main() {
   uint base = row * p.extent;
   kiln_row_begin(base);
   uint n = KILN_STEPS;
-#if KILN_OP == 4
+#if KILN_OP == KILN_OP_LAYER_NORM
   // layer_norm: the mean of x - k (k the line's first element), then the squared
   // deviations from it, then the output: three reads of the line, as the cached form.
   float k = p.extent > 0u ? kiln_prologue(base) : 0.0;
@@ -146,7 +146,7 @@ void main() {
   uint base = row * p.extent;
   uint b = c * p.chunk, e = min(p.extent, b + p.chunk);
 
-#if KILN_PHASE == 0 && KILN_OP == 3 && KILN_CACHE > 0
+#if KILN_PHASE == 0 && KILN_OP == KILN_OP_SOFTMAX && KILN_CACHE > 0
   // A cached softmax line: its max (a NaN counted as +inf: the line is NaN either way),
   // then exp(x - max) once per element, kept in the cache for the output, with its sum:
   // no divergent rescaling, one exp an element instead of the online form's two or three.
@@ -177,7 +177,7 @@ void main() {
   return;
 #endif
 
-#if KILN_PHASE == 0 && KILN_OP == 4 && KILN_CACHE > 0
+#if KILN_PHASE == 0 && KILN_OP == KILN_OP_LAYER_NORM && KILN_CACHE > 0
   // A cached layer_norm line, two passes over the cache as on the CPU: the mean of x - k
   // (k the line's first element), then the squared deviations from it. The one-pass
   // sums below lose the variance when k is far from the mean (an outlier first element);

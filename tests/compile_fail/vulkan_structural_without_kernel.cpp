@@ -22,5 +22,5 @@ struct kiln::detail::cpu_structural_kernel<twice_op> {
 void misuse(kiln::context<kiln::vulkan>& gpu) {
   auto x = kiln::zeros<float>(gpu, {4, 8});
   auto y = kiln::empty<float>(gpu, {4, 8});
-  y = kiln::detail::make_structural<twice_op>(x, -1, false, false, 0.0f);
+  y = kiln::detail::make_structural(twice_op{}, x, {});
 }

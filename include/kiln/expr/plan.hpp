@@ -50,7 +50,7 @@ auto materialise(const N& n) {
 template <class Op, class A, class... P, class Arg>
 auto rebuild_structural(const structural_node<Op, A, P...>& n, Arg&& arg) {
   return structural_node<Op, std::remove_cvref_t<Arg>, P...>{
-      std::forward<Arg>(arg), n.params, n.axis, n.all, n.keepdims, n.eps, n.input_shape, n.shape_, n.op};
+      static_cast<const structural_geometry&>(n), std::forward<Arg>(arg), n.params, n.op};
 }
 
 template <bool Keep, class N>

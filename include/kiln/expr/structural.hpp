@@ -48,33 +48,17 @@ struct axis_split {
   index_t outer = 1, extent = 1, inner = 1;
 };
 
-/// Op: a structural op descriptor (name, family, result_type); Arg: the input expression;
-/// Params: leaf nodes of parameter tensors, each of shape [extent] (a norm's weight, bias).
-template <class Op, class Arg, class... Params>
-struct structural_node {
-  using kiln_expression_tag = void;
-  static constexpr node_kind kind = node_kind::structural;
-  using op_type = Op;
-  using input_type = typename Arg::value_type;
-  using value_type = typename Op::template result_type<input_type>;
-  using backend_type = typename common_backend<typename Arg::backend_type, typename Params::backend_type...>::type;
-  static constexpr bool is_scalar = false;
-  static constexpr structural_family family = Op::family;
-
-  Arg arg;
-  std::tuple<Params...> params;
+/// Where a structural op works, what every structural node records whatever its op: the
+/// axis (or all elements), keepdims, the input's and the output's shapes. Op-specific
+/// parameters (a norm's eps, attention's scale) live in the op descriptor instead.
+struct structural_geometry {
   int axis = 0;       // normalised to [0, rank); for all elements, 0 over a rank-1 view
   bool all = false;   // over all elements
   bool keepdims = false;
-  float eps = 0.0f;   // norms: added to the variance (inside the square root)
   kiln::shape input_shape;
   kiln::shape shape_;  // the output's
-  [[no_unique_address]] Op op{};  // the op's own options (attention: causal, scale, softcap); most ops have none
 
   const kiln::shape& shape() const noexcept { return shape_; }
-  std::string describe() const {
-    return std::string(dtype_name_v<value_type>) + shape_.to_string() + " expression (" + std::string(Op::name) + ")";
-  }
 
   /// The input around the axis.
   axis_split split() const noexcept {
@@ -92,6 +76,29 @@ struct structural_node {
   }
 };
 
+/// Op: a structural op descriptor (name, family, result_type, and its own options as
+/// members); Arg: the input expression; Params: leaf nodes of parameter tensors (a norm's
+/// weight and bias of shape [extent], attention's k and v, ...).
+template <class Op, class Arg, class... Params>
+struct structural_node : structural_geometry {
+  using kiln_expression_tag = void;
+  static constexpr node_kind kind = node_kind::structural;
+  using op_type = Op;
+  using input_type = typename Arg::value_type;
+  using value_type = typename Op::template result_type<input_type>;
+  using backend_type = typename common_backend<typename Arg::backend_type, typename Params::backend_type...>::type;
+  static constexpr bool is_scalar = false;
+  static constexpr structural_family family = Op::family;
+
+  Arg arg;
+  std::tuple<Params...> params;
+  [[no_unique_address]] Op op{};  // the op's own options (a norm's eps; attention: causal, scale, softcap)
+
+  std::string describe() const {
+    return std::string(dtype_name_v<value_type>) + shape_.to_string() + " expression (" + std::string(Op::name) + ")";
+  }
+};
+
 /// `axis` of a rank-r input as [0, r), negative counting from the end; throws
 /// kiln::shape_error naming the op and the input otherwise.
 KILN_DECL int normalize_axis(std::string_view op, int axis, const kiln::shape& s, const std::string& input);
@@ -99,24 +106,33 @@ KILN_DECL int normalize_axis(std::string_view op, int axis, const kiln::shape& s
 /// The output shape of a reduce-family node over `axis` (or all elements).
 KILN_DECL kiln::shape reduced_shape(const kiln::shape& in, int axis, bool all, bool keepdims);
 
-/// Builds a structural node over x (any expression; tensors become leaves).
+/// Where a structural node's op works: make_structural's named arguments
+/// (`{.axis = a, .keepdims = true}`); the axis counts from the end when negative.
+struct structural_where {
+  int axis = -1;
+  bool all = false;  // over all elements (axis ignored)
+  bool keepdims = false;
+};
+
+/// Builds a structural node of op `op` (its descriptor, options set) over x (any
+/// expression; tensors become leaves), with parameter tensors `params`:
+/// `make_structural(norm_op<true>{.eps = 1e-6f}, x, {}, weight)`.
 template <class Op, class X, class... P>
-auto make_structural(X&& x, int axis, bool all, bool keepdims, float eps, P&&... params) {
+auto make_structural(Op op, X&& x, structural_where where, P&&... params) {
   using Arg = decltype(to_node<void>(std::forward<X>(x)));
   using N = structural_node<Op, Arg, decltype(to_node<void>(std::forward<P>(params)))...>;
-  N n{to_node<void>(std::forward<X>(x)), {to_node<void>(std::forward<P>(params))...}, 0, false, false, 0.0f, {}, {}};
+  N n{{}, to_node<void>(std::forward<X>(x)), {to_node<void>(std::forward<P>(params))...}, op};
   const auto input = [&] { return n.arg.describe(); };
   if (!leaf_defined(n.arg)) {
     throw shape_error("kiln::" + std::string(Op::name) +
                       ": the input is an empty tensor (default-constructed or moved from)");
   }
   n.input_shape = n.arg.shape();
-  n.all = all;
-  n.keepdims = keepdims;
-  n.eps = eps;
-  n.axis = all ? 0 : normalize_axis(Op::name, axis, n.input_shape, input());
+  n.all = where.all;
+  n.keepdims = where.keepdims;
+  n.axis = where.all ? 0 : normalize_axis(Op::name, where.axis, n.input_shape, input());
   if constexpr (Op::family == structural_family::reduce) {
-    n.shape_ = reduced_shape(n.input_shape, n.axis, all, keepdims);
+    n.shape_ = reduced_shape(n.input_shape, n.axis, where.all, where.keepdims);
   } else {  // row: the input's shape; contract, attend, gather: set by the op's front end
     n.shape_ = n.input_shape;
   }

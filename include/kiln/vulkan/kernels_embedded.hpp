@@ -2355,13 +2355,15 @@ inline constexpr std::string_view reduce_ops = R"kiln_glsl(// kernels/reduce/ops
 //   order does not matter), stats_pack / stats_unpack (vec4, the split pass's partials),
 //   stats_shuffle_xor(s, mask) (subgroup butterflies), and either
 //   stats_result(s, count) (reduce family) or stats_finish(s, count) + stats_apply(s, x, j)
-//   (row family). KILN_OP: 1 reducer, 2 argmax/argmin (KILN_LARGEST), 3 softmax
-//   (KILN_LOG: log_softmax), 4 layer_norm, 5 rms_norm.
+//   (row family). KILN_OP names the op: KILN_OP_REDUCER, KILN_OP_ARG_EXTREME (argmax /
+//   argmin, KILN_LARGEST), KILN_OP_SOFTMAX (KILN_LOG: log_softmax), KILN_OP_LAYER_NORM,
+//   KILN_OP_RMS_NORM; the generated part defines them from structural_op's table
+//   (codegen/structural.hpp), the only place their numbers are written.
 // KILN_VEC4 (rows.comp's lanes mode, four elements a step): stats_add and stats_apply
 //   also take a vec4 of the entries at positions i .. i + 3, and stats_add four such
 //   steps 4 * KILN_WG positions apart (softmax: one rescaling for the sixteen).
 
-#if KILN_OP == 1
+#if KILN_OP == KILN_OP_REDUCER
 struct kiln_stats { KILN_ACC v; };
 kiln_stats stats_empty() { return kiln_stats(kiln_identity()); }
 void stats_add(inout kiln_stats s, KILN_ACC x, uint i) { s.v = kiln_combine(s.v, x); }
@@ -2378,7 +2380,7 @@ kiln_stats stats_shuffle_xor(kiln_stats s, uint m) { return kiln_stats(subgroupS
 #endif
 KILN_RESULT stats_result(kiln_stats s, float count) { return kiln_finalize(s.v, count); }
 
-#elif KILN_OP == 2
+#elif KILN_OP == KILN_OP_ARG_EXTREME
 // The extreme value and its index (-1: none yet). A NaN is the extreme; first index on ties.
 struct kiln_stats { KILN_ACC v; int i; };
 kiln_stats stats_empty() { return kiln_stats(KILN_ACC(0), -1); }
@@ -2415,7 +2417,7 @@ kiln_stats stats_shuffle_xor(kiln_stats s, uint m) { return kiln_stats(subgroupS
 #endif
 KILN_RESULT stats_result(kiln_stats s, float count) { return s.i; }
 
-#elif KILN_OP == 3
+#elif KILN_OP == KILN_OP_SOFTMAX
 // Online softmax: the running max m and the sum s of exp(x - m). m is never NaN (a NaN
 // fails every comparison and goes into s instead); -inf entries add nothing, and a line
 // whose max is +inf or -inf gets s = NaN at the end (inf - inf, 0 / 0), as PyTorch.
@@ -2484,7 +2486,7 @@ vec4 stats_apply(kiln_stats st, vec4 x, uint j) {
 }
 #endif
 
-#else  // KILN_OP == 4 (layer_norm), 5 (rms_norm)
+#else  // KILN_OP_LAYER_NORM, KILN_OP_RMS_NORM
 // Sums of the line shifted by its first element k (layer_norm): x - k is exact for data
 // near k (Sterbenz) and of the spread's size, so a line around 1e4 with a spread of 0.1
 // keeps its digits in the variance, and the output (x - k - mean of (x - k)) never rounds
@@ -2507,7 +2509,7 @@ kiln_stats stats_shuffle_xor(kiln_stats s, uint m) {
 }
 #endif
 void stats_finish(inout kiln_stats st, float count) {
-#if KILN_OP == 4
+#if KILN_OP == KILN_OP_LAYER_NORM
   float dm = st.s1 / count;
   float var = st.s2 / count - dm * dm;  // biased, as PyTorch's layer_norm
   if (var < 0.0) var = 0.0;            // rounding; a NaN stays NaN
@@ -2530,7 +2532,7 @@ float stats_apply(kiln_stats st, float x, uint j) {
 }
 #endif
 
-#if KILN_VEC4 && KILN_OP != 3
+#if KILN_VEC4 && KILN_OP != KILN_OP_SOFTMAX
 // Four entries a step (lanes mode), at positions i .. i + 3; four steps (a .. d, each
 // 4 * KILN_WG positions after the last) in order.
 void stats_add(inout kiln_stats s, vec4 x, uint i) {
@@ -2595,7 +2597,7 @@ layout(local_size_x = KILN_WG) in;
 // A line's empty statistics (layer_norm shifts by the line's first element).
 kiln_stats kiln_stats_begin(uint base) {
   kiln_stats s = stats_empty();
-#if KILN_OP == 4
+#if KILN_OP == KILN_OP_LAYER_NORM
   if (p.extent > 0u) s.k = kiln_prologue(base);
 #endif
   return s;
@@ -2636,7 +2638,7 @@ void main() {
   uint base = row * p.extent;
   kiln_row_begin(base);
   uint n = KILN_STEPS;
-#if KILN_OP == 4
+#if KILN_OP == KILN_OP_LAYER_NORM
   // layer_norm: the mean of x - k (k the line's first element), then the squared
   // deviations from it, then the output: three reads of the line, as the cached form.
   float k = p.extent > 0u ? kiln_prologue(base) : 0.0;
@@ -2714,7 +2716,7 @@ void main() {
   uint base = row * p.extent;
   uint b = c * p.chunk, e = min(p.extent, b + p.chunk);
 
-#if KILN_PHASE == 0 && KILN_OP == 3 && KILN_CACHE > 0
+#if KILN_PHASE == 0 && KILN_OP == KILN_OP_SOFTMAX && KILN_CACHE > 0
   // A cached softmax line: its max (a NaN counted as +inf: the line is NaN either way),
   // then exp(x - max) once per element, kept in the cache for the output, with its sum:
   // no divergent rescaling, one exp an element instead of the online form's two or three.
@@ -2745,7 +2747,7 @@ void main() {
   return;
 #endif
 
-#if KILN_PHASE == 0 && KILN_OP == 4 && KILN_CACHE > 0
+#if KILN_PHASE == 0 && KILN_OP == KILN_OP_LAYER_NORM && KILN_CACHE > 0
   // A cached layer_norm line, two passes over the cache as on the CPU: the mean of x - k
   // (k the line's first element), then the squared deviations from it. The one-pass
   // sums below lose the variance when k is far from the mean (an outlier first element);

@@ -508,7 +508,7 @@ struct cpu_structural_kernel<norm_op<Root>> {
   template <class A, class Io, class S>
   static void run(const cpu_state& state, const Io& io, const S& s, axis_split sp) {
     cpu_row::norm_algo<Root> al;
-    al.eps = s.eps;
+    al.eps = s.op.eps;
     cpu_row::param_floats p[2];
     std::size_t k = 0;
     std::apply([&](const auto&... leaf) { ((p[k++] = cpu_row::to_floats(leaf)), ...); }, s.params);

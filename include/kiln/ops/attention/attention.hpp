@@ -151,7 +151,7 @@ auto make_attention(X&& q, const tensor<KT, B>& k, const tensor<VT, B>& v, const
   check_attention_operand(k, "k");
   check_attention_operand(v, "v");
   (check_attention_operand(mask, "the mask"), ...);
-  auto n = make_structural<attention_op<KT, VT, MT>>(std::forward<X>(q), -1, false, false, 0.0f, k, v, mask...);
+  auto n = make_structural(attention_op<KT, VT, MT>{.causal = o.causal, .softcap = o.softcap}, std::forward<X>(q), {}, k, v, mask...);
   const attention_dims d = attention_dims_of(n);
   if (o.scale && !std::isfinite(*o.scale)) {
     throw shape_error("kiln::attention: the scale must be finite (got " + std::to_string(*o.scale) + ")");
@@ -159,9 +159,7 @@ auto make_attention(X&& q, const tensor<KT, B>& k, const tensor<VT, B>& v, const
   if (!(o.softcap >= 0.0f) || !std::isfinite(o.softcap)) {
     throw shape_error("kiln::attention: softcap must be finite and >= 0, 0 for off (got " + std::to_string(o.softcap) + ")");
   }
-  n.op.causal = o.causal;
   n.op.scale = o.scale ? *o.scale : (d.D > 0 ? 1.0f / std::sqrt(static_cast<float>(d.D)) : 1.0f);
-  n.op.softcap = o.softcap;
   n.shape_ = kiln::shape{d.B, d.Hq, d.Sq, d.Dv};
   return n;
 }

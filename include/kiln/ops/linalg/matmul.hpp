@@ -125,7 +125,7 @@ auto make_matmul(std::string_view op, X&& a, const tensor<T, B>& b) {
   if (!b.defined()) {
     throw shape_error("kiln::" + std::string(op) + ": b is an empty tensor (default-constructed or moved from)");
   }
-  auto n = make_structural<matmul_op<T>>(std::forward<X>(a), -1, false, false, 0.0f, b);
+  auto n = make_structural(matmul_op<T>{}, std::forward<X>(a), {}, b);
   n.shape_ = matmul_shape(matmul_dims_of(op, n.input_shape, b.shape(), n.arg.describe(), b.describe()));
   return n;
 }

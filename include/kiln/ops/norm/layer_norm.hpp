@@ -21,6 +21,7 @@ struct norm_op {
   static constexpr bool rms = Root;
   template <class In>
   using result_type = In;
+  float eps = 0.0f;  // added to the variance (inside the square root)
 };
 
 /// Checks that each parameter is a rank-1 tensor as long as x's last axis.
@@ -50,7 +51,7 @@ auto make_norm(X&& x, float eps, P&&... params) {
                 "kiln: norms need a floating-point dtype; convert with kiln::cast<float>(x)");
   static_assert((is_floating_v<typename std::remove_cvref_t<P>::value_type> && ...),
                 "kiln: a norm's weight and bias must be floating-point tensors");
-  auto n = make_structural<norm_op<Root>>(std::forward<X>(x), -1, false, false, eps, std::forward<P>(params)...);
+  auto n = make_structural(norm_op<Root>{.eps = eps}, std::forward<X>(x), {}, std::forward<P>(params)...);
   check_norm_params(n);
   if (!(eps >= 0.0f)) {
     throw shape_error("kiln::" + std::string(norm_op<Root>::name) + ": eps " + std::to_string(eps) +

@@ -65,7 +65,7 @@ auto embedding(Tb&& table, I&& ids) {
                 "kiln: embedding's ids must be an int32 tensor; convert with kiln::cast<std::int32_t>(ids)");
   if (!ids.storage()) throw shape_error("kiln::embedding: the ids are an empty tensor (default-constructed or moved from)");
   const kiln::shape is = ids.shape();
-  auto n = detail::make_structural<detail::embedding_op>(std::forward<Tb>(table), 0, false, false, 0.0f, std::forward<I>(ids));
+  auto n = detail::make_structural(detail::embedding_op{}, std::forward<Tb>(table), {.axis = 0}, std::forward<I>(ids));
   if (n.input_shape.rank() != 2) {
     throw shape_error("kiln::embedding: the table must be [V, D]; got " + n.arg.describe());
   }

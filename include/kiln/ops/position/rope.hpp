@@ -130,10 +130,8 @@ auto rope(X&& x, P&& positions, rope_options opt = {}) {
     throw shape_error("kiln::rope: theta " + std::to_string(opt.theta) + " must be a positive finite number");
   }
   auto inv = detail::rope_frequencies<typename std::remove_cvref_t<P>::backend_type>(positions.context().state(), opt.theta, D);
-  auto n = detail::make_structural<detail::rope_op>(std::forward<X>(x), -1, false, false, 0.0f, std::forward<P>(positions),
-                                                    std::move(inv));
-  n.op.interleaved = opt.interleaved;
-  n.op.seq = S;
+  auto n = detail::make_structural(detail::rope_op{.interleaved = opt.interleaved, .seq = S}, std::forward<X>(x), {},
+                                    std::forward<P>(positions), std::move(inv));
   return n;
 }
 

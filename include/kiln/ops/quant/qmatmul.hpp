@@ -46,7 +46,7 @@ auto make_qmatmul(std::string_view op, X&& x, const qtensor<Scheme, B>& q) {
   using A = node_t<X>;
   static_assert(is_floating_v<typename A::value_type>, "kiln: a quantized matmul needs floating-point activations (f32, f16, bf16)");
   require_defined(op, q);
-  auto n = make_structural<qmatmul_op<Scheme>>(std::forward<X>(x), -1, false, false, 0.0f, q.codes(), q.scales());
+  auto n = make_structural(qmatmul_op<Scheme>{.layout = q.layout()}, std::forward<X>(x), {}, q.codes(), q.scales());
   if (n.input_shape.rank() == 0 || n.input_shape.back() != q.cols()) {
     throw shape_error("kiln::" + std::string(op) + ": x is " + n.arg.describe() + "; its last dimension must be " +
                       std::to_string(q.cols()) + ", the in_features of the quantized weight " + q.describe());
@@ -58,7 +58,6 @@ auto make_qmatmul(std::string_view op, X&& x, const qtensor<Scheme, B>& q) {
                       n.arg.describe() + ", quantized weight " + q.describe() + ")");
   }
   n.shape_ = s;
-  n.op.layout = q.layout();
   return n;
 }
 

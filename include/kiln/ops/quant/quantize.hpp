@@ -141,9 +141,8 @@ qtensor<Scheme, B> quantize(const tensor<T, B>& w, const quant_options& o = {}) 
     }
     tensor<float, B> inv_t = from_host(ctx, scale_shape, inv);
     tensor<std::int32_t, B> codes = empty<std::int32_t>(ctx, {N, l.words});
-    auto n = detail::make_structural<detail::quant_pack_op<Scheme>>(wc, 0, false, false, 0.0f, inv_t);
+    auto n = detail::make_structural(detail::quant_pack_op<Scheme>{.layout = l}, wc, {.axis = 0}, inv_t);
     n.shape_ = {N, l.words};
-    n.op.layout = l;
     detail::assign(codes, n);
     return qtensor<Scheme, B>(std::move(codes), from_host(ctx, scale_shape, scales), l);
   }
@@ -156,9 +155,8 @@ qtensor<Scheme, B> quantize(const tensor<T, B>& w, const quant_options& o = {}) 
 template <class Scheme, class B>
 auto dequantize(const qtensor<Scheme, B>& q) {
   detail::require_defined("dequantize", q);
-  auto n = detail::make_structural<detail::dequantize_op<Scheme>>(q.codes(), 0, false, false, 0.0f, q.scales());
+  auto n = detail::make_structural(detail::dequantize_op<Scheme>{.layout = q.layout()}, q.codes(), {.axis = 0}, q.scales());
   n.shape_ = q.shape();
-  n.op.layout = q.layout();
   return n;
 }
 

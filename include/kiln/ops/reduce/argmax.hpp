@@ -24,7 +24,7 @@ struct arg_extreme_op {
 
 template <bool Largest, class X>
 auto make_arg_extreme(X&& x, int axis, bool all, bool keepdims) {
-  auto n = make_structural<arg_extreme_op<Largest>>(std::forward<X>(x), axis, all, keepdims, 0.0f);
+  auto n = make_structural(arg_extreme_op<Largest>{}, std::forward<X>(x), {.axis = axis, .all = all, .keepdims = keepdims});
   const axis_split s = n.split();
   if (s.extent == 0 && s.outer * s.inner > 0) {
     throw shape_error("kiln::" + std::string(arg_extreme_op<Largest>::name) + ": the axis of " + n.arg.describe() +

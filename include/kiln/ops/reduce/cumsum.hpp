@@ -42,9 +42,9 @@ auto cumsum(X&& x, int axis) {
   if constexpr (!is_floating_v<typename N::value_type> && detail::kind_of_v<N> != detail::node_kind::leaf) {
     // An integer expression is summed as int32 explicitly: Vulkan's generated prologue
     // returns its value as is, and a comparison's is a GLSL bool, not an int.
-    return detail::make_structural<detail::cumsum_op>(kiln::cast<std::int32_t>(std::forward<X>(x)), axis, false, false, 0.0f);
+    return detail::make_structural(detail::cumsum_op{}, kiln::cast<std::int32_t>(std::forward<X>(x)), {.axis = axis});
   } else {
-    return detail::make_structural<detail::cumsum_op>(std::forward<X>(x), axis, false, false, 0.0f);
+    return detail::make_structural(detail::cumsum_op{}, std::forward<X>(x), {.axis = axis});
   }
 }
 

@@ -123,7 +123,7 @@ auto make_reduction(X&& x, int axis, bool all, bool keepdims) {
                 "kiln: reduce a mask as numbers: kiln::sum(kiln::cast<int32_t>(x > 0.0f), -1)");
   static_assert(!reducer_floating_only<R>() || is_floating_v<In>,
                 "kiln: this reduction needs a floating-point dtype; convert with kiln::cast<float>(x)");
-  return make_structural<reduce_op<R>>(std::forward<X>(x), axis, all, keepdims, 0.0f);
+  return make_structural(reduce_op<R>{}, std::forward<X>(x), {.axis = axis, .all = all, .keepdims = keepdims});
 }
 
 }  // namespace detail

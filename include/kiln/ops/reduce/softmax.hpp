@@ -24,7 +24,7 @@ template <bool Log, class X>
 auto make_softmax(X&& x, int axis) {
   static_assert(is_floating_v<typename node_t<X>::value_type>,
                 "kiln: softmax needs a floating-point dtype; convert with kiln::cast<float>(x)");
-  return make_structural<softmax_op<Log>>(std::forward<X>(x), axis, false, false, 0.0f);
+  return make_structural(softmax_op<Log>{}, std::forward<X>(x), {.axis = axis});
 }
 
 }  // namespace detail

@@ -132,9 +132,9 @@ struct attention_kernel {
 /// The source of an attention kernel under plan a from templates (the flash family:
 /// kernels/attention/block.comp, then the variant's; cached_family_source).
 template <class T, class N, class S>
-const structural_source& attention_source(const N& n, const S& s, const attention_plan& a,
+const structural_source& attention_source(const N& n, const S& s, const attention_plan& a, const param_block& params,
                                           std::initializer_list<std::string_view> templates) {
-  return cached_family_source<T>(n, s, a.base, attention_plan_key(a), "attention",
+  return cached_family_source<T>(n, s, a.base, attention_plan_key(a), "attention", params,
                                  [&](std::string_view result_type) { return attention_family_text(a, result_type); },
                                  templates);
 }
@@ -241,56 +241,58 @@ attention_kernel make_attention_kernel(const tensor<T, B>& out, const N& n, cons
       flashy ? std::uint64_t(d.B) * std::uint64_t(d.Hq) * qblocks : rows * c.splits;
   if (tasks > UINT32_MAX) throw_index_limit(what, index_limit::workgroups, {}, "the batch");
 
-  // parameters: members, the input's, k's / v's / mask's (param_members), the output's, scalars
-  std::vector<std::uint32_t>& w = kn.push;
-  word(w, d.B, "batch");
-  word(w, d.Hq, "query heads");
-  word(w, d.Sq, "query length");
-  word(w, d.Skv, "key length");
-  word(w, d.group(), "group");
-  word(w, index_t(rows), "rows");
-  word(w, index_t(qblocks), "query blocks");
-  word(w, index_t(c.splits), "splits");
-  word(w, index_t(c.kind == attention_kind::split ? c.chunk : std::uint64_t(std::max<index_t>(d.Skv, 1))), "chunk");
-  w.push_back(s.op.causal ? 1u : 0u);
-  w.push_back(std::bit_cast<std::uint32_t>(s.op.scale));
-  w.push_back(std::bit_cast<std::uint32_t>(s.op.softcap));
-  input_words<LI>(w, ops.in, in_lay, a.base.in);
-  const auto strided4 = [&](const auto& t) {  // k, v: rank 4
-    word(w, t.offset(), "element offset");
-    for (int i = 0; i < 4; ++i) signed_word(w, t.shape()[i] == 1 ? 0 : t.strides()[i], "stride");
+  // parameters: the geometry and options, the input's, k's, v's and the mask's (<t>off, <t>s<d>), the output's
+  param_block pb("the Vulkan attention kernels");
+  pb.u32("B", d.B, "batch");
+  pb.u32("Hq", d.Hq, "query heads");
+  pb.u32("Sq", d.Sq, "query length");
+  pb.u32("Skv", d.Skv, "key length");
+  pb.u32("group", d.group(), "group");
+  pb.u32("rows", index_t(rows), "rows");
+  pb.u32("qblocks", index_t(qblocks), "query blocks");
+  pb.u32("splits", index_t(c.splits), "splits");
+  pb.u32("chunk", index_t(c.kind == attention_kind::split ? c.chunk : std::uint64_t(std::max<index_t>(d.Skv, 1))), "chunk");
+  pb.u32("causal", s.op.causal ? 1 : 0, "causal");
+  pb.f32("scale", s.op.scale);
+  pb.f32("softcap", s.op.softcap);
+  input_params<LI>(pb, ops.in, in_lay, a.base.in);
+  const auto strided4 = [&](const char* off, const char* st, const auto& t) {  // k, v: rank 4
+    pb.u32(off, t.offset(), "element offset");
+    for (int i = 0; i < 4; ++i) pb.i32(st, t.shape()[i] == 1 ? 0 : t.strides()[i], "stride", i);
   };
-  strided4(std::get<0>(s.params).t);
-  strided4(std::get<1>(s.params).t);
+  strided4("koff", "ks", std::get<0>(s.params).t);
+  strided4("voff", "vs", std::get<1>(s.params).t);
   if constexpr (S::op_type::has_mask) {
     const auto& m = std::get<2>(s.params).t;
-    word(w, m.offset(), "element offset");
-    for (index_t st : attention_mask_strides(m)) signed_word(w, st, "stride");
+    pb.u32("moff", m.offset(), "element offset");
+    int i = 0;
+    for (index_t st : attention_mask_strides(m)) pb.i32("ms", st, "stride", i++);
   }
-  [[maybe_unused]] const std::size_t scalars = output_words<LO>(w, ops.out, out_lay, a.base.out, n, s);
-  a.base.params_buffer = max_push_bytes && w.size() * 4 > max_push_bytes;
+  output_params<LO>(pb, ops.out, out_lay, a.base.out, n, s);
+  a.base.params_buffer = max_push_bytes && pb.bytes() > max_push_bytes;
 
   kn.first_constants = c.constants();
   kn.first_wg = c.wg;
   kn.first_tasks = tasks;
   if (c.kind == attention_kind::flash) {
-    kn.first = &attention_source<T>(n, s, a, {block_glsl, flash_glsl});
+    kn.first = &attention_source<T>(n, s, a, pb, {block_glsl, flash_glsl});
   } else if (c.kind == attention_kind::flash_lanes) {
-    kn.first = &attention_source<T>(n, s, a, {block_glsl, flash_lanes_glsl});
+    kn.first = &attention_source<T>(n, s, a, pb, {block_glsl, flash_lanes_glsl});
   } else if (c.kind == attention_kind::flash_slices) {
-    kn.first = &attention_source<T>(n, s, a, {block_glsl, flash_slices_glsl});
+    kn.first = &attention_source<T>(n, s, a, pb, {block_glsl, flash_slices_glsl});
   } else if (c.kind == attention_kind::decode) {
-    kn.first = &attention_source<T>(n, s, a, {decode_glsl});
+    kn.first = &attention_source<T>(n, s, a, pb, {decode_glsl});
   } else {
     a.phase = 1;
-    kn.first = &attention_source<T>(n, s, a, {decode_glsl});
+    kn.first = &attention_source<T>(n, s, a, pb, {decode_glsl});
     a.phase = 2;
-    kn.second = &attention_source<T>(n, s, a, {merge_glsl});
+    kn.second = &attention_source<T>(n, s, a, pb, {merge_glsl});
     kn.second_wg = pow2_floor(std::min<std::uint32_t>({64u, dev.max_invocations, dev.max_wg_x}));
     kn.second_constants = {kn.second_wg};
     kn.second_tasks = ceil_div(outputs, kn.second_wg);
     kn.partials = rows * c.splits * std::uint64_t(d.Dv + 2);
   }
+  kn.push = pb.take_words();
   return kn;
 }
 

@@ -121,8 +121,9 @@ struct gemm_kernel {
 
 /// The source of a matmul kernel under plan g from template tmpl (cached_family_source).
 template <class T, class N, class S>
-const structural_source& gemm_source(const N& n, const S& s, const gemm_plan& g, std::string_view tmpl) {
-  return cached_family_source<T>(n, s, g.base, gemm_plan_key(g), "matmul",
+const structural_source& gemm_source(const N& n, const S& s, const gemm_plan& g, const param_block& params,
+                                     std::string_view tmpl) {
+  return cached_family_source<T>(n, s, g.base, gemm_plan_key(g), "matmul", params,
                                  [&](std::string_view result_type) { return gemm_family_text(g, result_type); }, {tmpl});
 }
 
@@ -278,27 +279,27 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const device_c
   const std::uint64_t tasks = std::uint64_t(d.batches()) * kchunks * tiles_m * tiles_n;
   if (tasks > UINT32_MAX) throw_index_limit(what, index_limit::workgroups, {}, "the batch");
 
-  // parameters: members, the input's, b's (param_members), the output's and the scalars
-  std::vector<std::uint32_t>& w = kn.push;
-  word(w, d.M, "M");
-  word(w, d.N, "N");
-  word(w, d.K, "K");
-  word(w, d.batches(), "batch count");
-  word(w, index_t(kchunk), "K chunk");
-  word(w, index_t(kchunks), "K chunk count");
-  word(w, index_t(tiles_m), "tile rows");
-  word(w, index_t(tiles_n), "tile columns");
-  for (const bdim& x : bd) {
-    word(w, x.extent, "batch extent");
-    word(w, x.a, "batch stride");
-    signed_word(w, x.b, "stride");
+  // parameters: the geometry, the batch dimensions (bx<d>, ba<d>, bb<d>), the input's, b's, the output's
+  param_block pb("the Vulkan matmul kernels");
+  pb.u32("M", d.M, "M");
+  pb.u32("N", d.N, "N");
+  pb.u32("K", d.K, "K");
+  pb.u32("batches", d.batches(), "batch count");
+  pb.u32("kchunk", index_t(kchunk), "K chunk");
+  pb.u32("kchunks", index_t(kchunks), "K chunk count");
+  pb.u32("tiles_m", index_t(tiles_m), "tile rows");
+  pb.u32("tiles_n", index_t(tiles_n), "tile columns");
+  for (int k = 0; k < static_cast<int>(bd.size()); ++k) {
+    pb.u32("bx", bd[k].extent, "batch extent", k);
+    pb.u32("ba", bd[k].a, "batch stride", k);
+    pb.i32("bb", bd[k].b, "stride", k);
   }
-  input_words<LI>(w, ops.in, in_lay, g.base.in);
-  word(w, b.offset(), "element offset");
-  signed_word(w, bsk, "stride");
-  signed_word(w, bsn, "stride");
-  [[maybe_unused]] const std::size_t scalars = output_words<LO>(w, ops.out, out_lay, g.base.out, n, s);
-  g.base.params_buffer = max_push_bytes && w.size() * 4 > max_push_bytes;
+  input_params<LI>(pb, ops.in, in_lay, g.base.in);
+  pb.u32("boff", b.offset(), "element offset");
+  pb.i32("bsk", bsk, "stride");
+  pb.i32("bsn", bsn, "stride");
+  output_params<LO>(pb, ops.out, out_lay, g.base.out, n, s);
+  g.base.params_buffer = max_push_bytes && pb.bytes() > max_push_bytes;
 
   if (c.kind == gemm_kind::coopmat) {
     g.coopmat = {std::uint16_t(c.bm), std::uint16_t(c.bn),   std::uint16_t(c.bk),   std::uint16_t(c.sgm),
@@ -313,16 +314,17 @@ gemm_kernel make_gemm_kernel(const tensor<T, B>& out, const N& n, const device_c
   kn.first_tasks = tasks;
   if (c.kind == gemm_kind::splitk) {
     g.phase = 1;
-    kn.first = &gemm_source<T>(n, s, g, tmpl);
+    kn.first = &gemm_source<T>(n, s, g, pb, tmpl);
     g.phase = 2;
-    kn.second = &gemm_source<T>(n, s, g, merge_glsl);
+    kn.second = &gemm_source<T>(n, s, g, pb, merge_glsl);
     kn.second_wg = pow2_floor(std::min<std::uint32_t>({256u, dev.max_invocations, dev.max_wg_x}));
     kn.second_constants = {kn.second_wg};
     kn.second_tasks = ceil_div(outputs, kn.second_wg);
     kn.partials = outputs * kchunks;
   } else {
-    kn.first = &gemm_source<T>(n, s, g, tmpl);
+    kn.first = &gemm_source<T>(n, s, g, pb, tmpl);
   }
+  kn.push = pb.take_words();
   return kn;
 }
 

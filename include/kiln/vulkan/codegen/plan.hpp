@@ -98,12 +98,18 @@ struct plan_options {
   bool texel_views = false;  // every input can be read through a texel view, should the storage buffers run out
 };
 
-/// Words (32-bit) of a kernel's parameters: the element count, an offset per operand, for
-/// strided plans the extents and each strided operand's strides, then the scalars.
-KILN_DECL std::size_t param_words(const kernel_plan& plan, std::size_t scalars);
-
 /// Whether plan reads binding b through a uniform texel buffer.
 KILN_DECL bool texel_binding(const kernel_plan& plan, std::uint32_t b);
+
+/// Whether binding b of plan could be read through a texel buffer: an input's, whose
+/// operands are all 32-bit, within what the mask names.
+KILN_DECL bool texel_eligible(const kernel_plan& plan, std::uint32_t b);
+
+/// More buffers than the device's storage-buffer descriptors (the parameter buffer
+/// included: call it once params_buffer is known): reads inputs through texel views (any
+/// variant; strided reads fetch the texel holding the element) until they fit, where
+/// opt.texel_views allows.
+KILN_DECL void fit_storage_buffers(kernel_plan& plan, const plan_options& opt);
 
 /// Storage-buffer descriptors a kernel of plan binds (its parameter buffer included).
 KILN_DECL std::uint32_t storage_buffers(const kernel_plan& plan);
@@ -118,13 +124,13 @@ struct kernel_source {
 /// Chooses how each operand is indexed, which leaves share bindings and views, and
 /// whether the vec4 variant applies. Operand o (0 = output) lives in storage[o] and reads
 /// views[o]: operands with one storage share a buffer, and those that also have one
-/// dtype, offset and view read the very same elements; `scalars` is the expression's
-/// number of scalars (parameters too). A template over the operand count only (no
-/// per-expression callbacks), so statements share its code.
+/// dtype, offset and view read the very same elements. params_buffer and
+/// fit_storage_buffers are left to the caller, which knows the parameter block's size
+/// (make_kernel). A template over the operand count only (no per-expression callbacks), so
+/// statements share its code.
 template <std::size_t L>
 kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1], const index_t (&offsets)[L + 1],
-                      const void* const (&storage)[L + 1], const strides (&views)[L + 1], plan_options opt = {},
-                      std::size_t scalars = 0) {
+                      const void* const (&storage)[L + 1], const strides (&views)[L + 1], plan_options opt = {}) {
   auto same_storage = [&](std::size_t a, std::size_t b) { return storage[a] == storage[b]; };
   auto same_view = [&](std::size_t a, std::size_t b) {
     return storage[a] == storage[b] && types[a] == types[b] && offsets[a] == offsets[b] && views[a] == views[b];
@@ -178,33 +184,13 @@ kernel_plan make_plan(const iteration_layout<L>& lay, const dtype (&types)[L + 1
     w = op.how == access::constant || ((op.type == dtype::f32 || op.type == dtype::i32) && offsets[o] % 8 == 0);
   }
   plan.wide = w;
-  plan.params_buffer = opt.max_push_bytes && param_words(plan, scalars) * 4 > opt.max_push_bytes;
   // texel reads: bindings other than the output's whose operands are all 32-bit, as many
   // as the device allows and the mask can name
-  auto texel_eligible = [&](std::uint32_t b) {
-    bool texel = b != plan.operands[0].binding && b < max_texel_binding;
-    for (std::size_t o = 1; o <= L && texel; ++o) {
-      const auto& op = plan.operands[o];
-      texel = op.binding != b || op.type == dtype::f32 || op.type == dtype::i32;
-    }
-    return texel;
-  };
-  const std::uint32_t max_texel = opt.max_texel_buffers ? opt.max_texel_buffers : max_texel_binding;
-  std::uint32_t texels = 0;
   if (plan.vec4 && opt.texel_reads) {
+    const std::uint32_t max_texel = opt.max_texel_buffers ? opt.max_texel_buffers : max_texel_binding;
+    std::uint32_t texels = 0;
     for (std::uint32_t b = 0; b < plan.bindings && texels < max_texel; ++b) {
-      if (texel_eligible(b)) {
-        plan.texel_bindings |= 1u << b;
-        ++texels;
-      }
-    }
-  }
-  // More buffers than the device's storage-buffer descriptors: read inputs through texel
-  // views (any variant; strided reads fetch the texel holding the element) until they fit.
-  if (opt.max_storage_buffers && opt.texel_views) {
-    for (std::uint32_t b = 0; b < plan.bindings && texels < max_texel; ++b) {
-      if (storage_buffers(plan) <= opt.max_storage_buffers) break;
-      if (!texel_binding(plan, b) && texel_eligible(b)) {
+      if (texel_eligible(plan, b)) {
         plan.texel_bindings |= 1u << b;
         ++texels;
       }

@@ -43,12 +43,12 @@ KILN_DECL structural_family_text position_family_text(const structural_plan& sp,
 
 /// The source of a position kernel under plan from template tmpl (cached_family_source).
 template <class T, class N, class S>
-const structural_source& position_source(const N& n, const S& s, const structural_plan& plan, bool rope,
-                                         bool interleaved, std::string_view tmpl) {
+const structural_source& position_source(const N& n, const S& s, const structural_plan& plan, const param_block& params,
+                                         bool rope, bool interleaved, std::string_view tmpl) {
   std::string key = structural_plan_key(plan);
   key += rope ? (interleaved ? 'I' : 'R') : 'E';
   return cached_family_source<T>(
-      n, s, plan, std::move(key), S::op_type::name,
+      n, s, plan, std::move(key), S::op_type::name, params,
       [&](std::string_view result_type) { return position_family_text(plan, rope, interleaved, result_type); }, {tmpl});
 }
 
@@ -100,20 +100,22 @@ structural_kernel make_position_kernel(const tensor<T, B>& out, const N& n, cons
   plan.bindings = static_cast<std::uint32_t>(bind.storages.size());
   plan.wg = std::min<std::uint32_t>(pow2_floor(std::max<std::uint32_t>(dev.workgroup_limit(), 1)), 128);
 
-  std::vector<std::uint32_t>& w = kn.push;
-  word(w, rows, "row count");
-  word(w, extent, "extent");
-  word(w, seq, rope ? "sequence length" : "table rows");
-  input_words<LI>(w, ops.in, in_lay, plan.in);
-  word(w, params[0].offset, "element offset");
-  signed_word(w, params[0].stride, "stride");
-  if constexpr (rope) word(w, params[1].offset, "element offset");
-  (void)output_words<LO>(w, ops.out, out_lay, plan.out, n, s);
-  plan.params_buffer = dev.max_push_bytes && w.size() * 4 > dev.max_push_bytes;
+  // parameters: the geometry, the input's, the positions' or ids' (poff0, pst0), inv_freq's (poff1), the output's
+  param_block pb("the Vulkan position kernels");
+  pb.u32("rows", rows, "row count");
+  pb.u32("extent", extent, "extent");
+  pb.u32("seq", seq, rope ? "sequence length" : "table rows");
+  input_params<LI>(pb, ops.in, in_lay, plan.in);
+  pb.u32("poff", params[0].offset, "element offset", 0);
+  pb.i32("pst", params[0].stride, "stride", 0);
+  if constexpr (rope) pb.u32("poff", params[1].offset, "element offset", 1);
+  output_params<LO>(pb, ops.out, out_lay, plan.out, n, s);
+  plan.params_buffer = dev.max_push_bytes && pb.bytes() > dev.max_push_bytes;
 
   bool interleaved = false;
   if constexpr (rope) interleaved = s.op.interleaved;
-  kn.first = &position_source<T>(n, s, plan, rope, interleaved, tmpl);
+  kn.first = &position_source<T>(n, s, plan, pb, rope, interleaved, tmpl);
+  kn.push = pb.take_words();
   kn.first_tasks = (static_cast<std::uint64_t>(threads) + plan.wg - 1) / plan.wg;
   return kn;
 }

@@ -186,9 +186,9 @@ struct quant_kernel {
 /// kernels/quant/common.comp, then the kernel's; cached_family_source), named
 /// "q<op>_<hash>".
 template <class T, class N, class S>
-const structural_source& quant_source(const N& n, const S& s, const quant_plan& q,
+const structural_source& quant_source(const N& n, const S& s, const quant_plan& q, const param_block& params,
                                       std::initializer_list<std::string_view> templates) {
-  return cached_family_source<T>(n, s, q.base, quant_plan_key(q), std::string("q") + std::string(S::op_type::name),
+  return cached_family_source<T>(n, s, q.base, quant_plan_key(q), std::string("q") + std::string(S::op_type::name), params,
                                  [&](std::string_view result_type) { return quant_family_text(q, result_type); },
                                  templates);
 }
@@ -288,29 +288,31 @@ quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const device
   q.base.wg = c.wg;
 
   const auto& scales = std::get<std::tuple_size_v<decltype(s.params)> - 1>(s.params).t;
-  std::vector<std::uint32_t>& w = kn.push;
-  word(w, rows, "row count");
-  word(w, l.N, "N");
-  word(w, l.K, "K");
-  word(w, l.words, "code words per row");
-  word(w, std::max<index_t>(l.group, 1), "group");
-  word(w, l.scale_row_stride(), "scale row stride");
-  word(w, tiles, "column blocks");
-  input_words<LI>(w, ops.in, in_lay, q.base.in);
+  // parameters: the geometry, the input's, the codes' and scales' offsets, the output's
+  param_block pb("the Vulkan quant kernels");
+  pb.u32("rows", rows, "row count");
+  pb.u32("N", l.N, "N");
+  pb.u32("K", l.K, "K");
+  pb.u32("words", l.words, "code words per row");
+  pb.u32("group", std::max<index_t>(l.group, 1), "group");
+  pb.u32("srs", l.scale_row_stride(), "scale row stride");
+  pb.u32("tiles", tiles, "column blocks");
+  input_params<LI>(pb, ops.in, in_lay, q.base.in);
   if constexpr (V::kind == quant_kind::matvec) {
     const auto& codes = std::get<0>(s.params).t;
-    word(w, codes.offset(), "element offset");
+    pb.u32("coff", codes.offset(), "element offset");
     q.codes4 = codes.offset() % 4 == 0;
   }
-  word(w, scales.offset(), "element offset");
-  (void)output_words<LO>(w, ops.out, out_lay, q.base.out, n, s);
-  q.base.params_buffer = max_push_bytes && w.size() * 4 > max_push_bytes;
+  pb.u32("soff", scales.offset(), "element offset");
+  output_params<LO>(pb, ops.out, out_lay, q.base.out, n, s);
+  q.base.params_buffer = max_push_bytes && pb.bytes() > max_push_bytes;
 
   const std::string_view text = c.kind == quant_kind::pack         ? tmpl.pack
                                 : c.kind == quant_kind::dequantize ? tmpl.dequantize
                                 : c.kind == quant_kind::tiled      ? tmpl.tiled
                                                                    : tmpl.matvec;
-  kn.source = is_quant_product(c.kind) ? &quant_source<T>(n, s, q, {tmpl.common, text}) : &quant_source<T>(n, s, q, {text});
+  kn.source = is_quant_product(c.kind) ? &quant_source<T>(n, s, q, pb, {tmpl.common, text}) : &quant_source<T>(n, s, q, pb, {text});
+  kn.push = pb.take_words();
   kn.tasks = tasks;
   return kn;
 }

@@ -66,12 +66,12 @@ source_cache<Source>& source_cache_for() {
 /// The plan as a compact byte string (a map key).
 KILN_DECL std::string plan_key(const kernel_plan& plan);
 
-/// generate<T>(n, plan), once per process for each (T, N, plan), so a statement seen
-/// before skips all text work.
+/// generate<T>(n, plan, params), once per process for each (T, N, plan) (the plan decides
+/// the block's members), so a statement seen before skips all text work.
 template <class T, class N>
-const kernel_source& cached_source(const N& n, const kernel_plan& plan) {
+const kernel_source& cached_source(const N& n, const kernel_plan& plan, const param_block& params) {
   return source_cache_for<kernel_source, T, N>().get(plan_key(plan), [&] {
-    kernel_source src = generate<T>(n, plan);  // may throw shader_error
+    kernel_source src = generate<T>(n, plan, params);  // may throw shader_error
     char name[24];
     std::snprintf(name, sizeof name, "fused_%016llx", static_cast<unsigned long long>(fnv1a(src.glsl)));
     src.name = name;
@@ -102,11 +102,14 @@ kernel make_kernel(const tensor<T, B>& out, const N& n, plan_options opt = {}) {
     views[k] = broadcast_strides(t, out.shape());
     ++k;
   });
-  std::size_t scalars = 0;
-  for_each_scalar(n, [&](const auto&) { ++scalars; });
-  const kernel_plan plan = make_plan<L>(lay, types, offsets, storage, views, opt, scalars);
-  const kernel_source& src = cached_source<T>(n, plan);
-  return kernel{src, make_args<L>(lay, offsets, src.plan, n)};
+  kernel_plan plan = make_plan<L>(lay, types, offsets, storage, views, opt);
+  param_block params = make_params<L>(lay, offsets, plan, n);
+  plan.params_buffer = opt.max_push_bytes && params.bytes() > opt.max_push_bytes;
+  fit_storage_buffers(plan, opt);
+  const kernel_source& src = cached_source<T>(n, plan, params);
+  index_t elements = 1;
+  for (int d = 0; d < lay.rank; ++d) elements *= lay.extent[d];
+  return kernel{src, kernel_args{params.take_words(), static_cast<std::uint64_t>(elements)}};
 }
 
 }  // namespace kiln::detail::vk

@@ -42,6 +42,7 @@
 #include "kiln/ops/reduce/softmax.hpp"
 #include "kiln/vulkan/codegen/caps.hpp"
 #include "kiln/vulkan/codegen/emitter.hpp"
+#include "kiln/vulkan/codegen/params.hpp"
 #include "kiln/vulkan/codegen/source_cache.hpp"  // source_cache_for
 #include "kiln/vulkan/codegen/plan.hpp"
 #include "kiln/vulkan/codegen/types.hpp"
@@ -53,6 +54,17 @@ enum class structural_mode : std::uint8_t { rows, columns };
 
 /// KILN_OP of kernels/reduce/ops.comp.
 enum class structural_op : std::uint8_t { reducer = 1, arg_extreme = 2, softmax = 3, layer_norm = 4, rms_norm = 5 };
+
+/// The names the kernels compare KILN_OP with (`#if KILN_OP == KILN_OP_SOFTMAX`): every
+/// reduce-family source defines each from this table, so the numbers live only in the enum.
+inline constexpr struct {
+  structural_op op;
+  std::string_view define;
+} structural_op_defines[] = {{structural_op::reducer, "KILN_OP_REDUCER"},
+                             {structural_op::arg_extreme, "KILN_OP_ARG_EXTREME"},
+                             {structural_op::softmax, "KILN_OP_SOFTMAX"},
+                             {structural_op::layer_norm, "KILN_OP_LAYER_NORM"},
+                             {structural_op::rms_norm, "KILN_OP_RMS_NORM"}};
 
 /// What a structural kernel is compiled for (everything else goes to its parameters).
 struct structural_plan {
@@ -95,9 +107,6 @@ struct structural_source {
 /// The plan as a compact byte string (a map key).
 KILN_DECL std::string structural_plan_key(const structural_plan& sp);
 
-/// Words of a structural kernel's parameters (see structural_param_block).
-KILN_DECL std::size_t structural_param_words(const structural_plan& sp, std::size_t scalars);
-
 namespace structural_text {
 
 /// body with {0}, {1}, ... replaced by args and {T} by type (a reducer's GLSL).
@@ -128,12 +137,12 @@ struct reducer_text {
 };
 
 /// What an op family adds to the generated part of its kernels (the prologue, epilogue,
-/// operand buffers and parameter members are every family's): a comment line, extensions,
-/// #defines, buffers after the operands' (extra_bindings of them), parameter-block members
-/// before the input's (`members`) and after it (`param_members`: its parameter tensors),
-/// helper functions (declared once with the ops'), and hooks after the epilogue.
+/// operand buffers and the parameter block are every family's; the block's members come
+/// from the param_block its recording fills): a comment line, extensions, #defines,
+/// buffers after the operands' (extra_bindings of them), helper functions (declared once
+/// with the ops'), and hooks after the epilogue.
 struct structural_family_text {
-  std::string comment, extensions, defines, buffers, members, param_members, hooks;
+  std::string comment, extensions, defines, buffers, hooks;
   std::vector<std::string> functions;
   std::uint32_t extra_bindings = 0;
 };
@@ -143,13 +152,13 @@ KILN_DECL structural_family_text reduce_family_text(const structural_plan& sp, c
                                                     std::string_view result_type);
 
 /// Assembles a structural kernel's source: the generated part (the family's text around
-/// the prologue, epilogue, operand buffers and parameters), then the family's templates
-/// (`templates`, in order). Not a template: one copy serves all.
+/// the prologue, epilogue, operand buffers and the parameter block `params`), then the
+/// family's templates (`templates`, in order). Not a template: one copy serves all.
 KILN_DECL structural_source assemble_structural(const structural_plan& sp, const emitter& pro, const std::string& pro_result,
                                                 const emitter& epi, const std::string& epi_result,
                                                 std::string_view epi_type, std::string_view result_type,
-                                                const structural_family_text& fam, std::string readable,
-                                                std::initializer_list<std::string_view> templates);
+                                                const structural_family_text& fam, const param_block& params,
+                                                std::string readable, std::initializer_list<std::string_view> templates);
 
 /// What a structural op is on Vulkan: its KILN_OP and flags (one specialisation per op
 /// family; a missing one names the fix).
@@ -255,31 +264,19 @@ void fill_plan(kernel_plan& kp, const iteration_layout<L>& lay, const operand_fa
   }
 }
 
-/// Appends v as a parameter word (unsigned, or a negative int32); throws kiln::shape_error
-/// (throw_index_limit) where it does not fit.
-KILN_DECL void word(std::vector<std::uint32_t>& w, index_t v, const char* what);
-
-/// Appends v as a signed parameter word (a stride, an int in GLSL); throws
-/// kiln::shape_error (throw_index_limit) outside int32.
-KILN_DECL void signed_word(std::vector<std::uint32_t>& w, index_t v, const char* what);
-
+/// A layout's members when any operand from `from` on is strided: the extents
+/// (<prefix>ext<d>), then each strided operand's strides (<prefix>st<o>_<d>).
 template <std::size_t L>
-void layout_words(std::vector<std::uint32_t>& w, const iteration_layout<L>& lay, const kernel_plan& kp, std::size_t from) {
+void layout_params(param_block& p, const iteration_layout<L>& lay, const kernel_plan& kp, std::size_t from,
+                   const char* ext, const char* st) {
   bool strided = false;
   for (std::size_t o = from; o <= L; ++o) strided = strided || kp.operands[o].how == access::strided;
   if (!strided) return;
-  for (int d = 0; d < lay.rank; ++d) word(w, lay.extent[d], "extent");
+  for (int d = 0; d < lay.rank; ++d) p.u32(ext, lay.extent[d], "extent", d);
   for (std::size_t o = from; o <= L; ++o) {
     if (kp.operands[o].how != access::strided) continue;
-    for (int d = 0; d < lay.rank; ++d) signed_word(w, lay.stride[o][d], "stride");
+    for (int d = 0; d < lay.rank; ++d) p.i32(st, lay.stride[o][d], "stride", static_cast<int>(o), d);
   }
-}
-
-template <class Sc>
-void scalar_word(std::vector<std::uint32_t>& w, const Sc& sc) {
-  using C = std::remove_cvref_t<decltype(sc.value)>;
-  if constexpr (std::is_same_v<C, float>) w.push_back(std::bit_cast<std::uint32_t>(sc.value));
-  else w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(sc.value)));
 }
 
 /// A structural statement's operands: the input expression's leaves (in[1..LI]) and
@@ -325,25 +322,25 @@ void plan_operands(structural_plan& plan, const statement_operands<LI, LO>& f, c
   fill_plan<LI>(plan.in, in_lay, f.in, bind, false);
 }
 
-/// The input's parameter words: its leaves' offsets, then its layout when strided.
+/// The prologue's members: the input's leaves' offsets (ioff<o>), then its layout when
+/// strided (iext<d>, ist<o>_<d>).
 template <std::size_t LI>
-void input_words(std::vector<std::uint32_t>& w, const operand_fact* fin, const iteration_layout<LI>& in_lay,
-                 const kernel_plan& kp) {
-  for (std::size_t o = 1; o <= LI; ++o) word(w, fin[o].offset, "element offset");
-  layout_words<LI>(w, in_lay, kp, 1);
+void input_params(param_block& p, const operand_fact* fin, const iteration_layout<LI>& in_lay, const kernel_plan& kp) {
+  for (std::size_t o = 1; o <= LI; ++o) p.u32("ioff", fin[o].offset, "element offset", static_cast<int>(o));
+  layout_params<LI>(p, in_lay, kp, 1, "iext", "ist");
 }
 
-/// The epilogue's parameter words (offsets, layout when strided), then the scalars of
-/// both functions (n's, then s's input's); returns the number of scalars.
+/// The epilogue's members (offsets off<o>, the layout when strided: ext<d>, st<o>_<d>),
+/// then the scalars of both functions (n's s<j>, then s's input's t<j>).
 template <std::size_t LO, class N, class S>
-std::size_t output_words(std::vector<std::uint32_t>& w, const operand_fact* fout, const iteration_layout<LO>& out_lay,
-                         const kernel_plan& kp, const N& n, const S& s) {
-  for (std::size_t o = 0; o <= LO; ++o) word(w, fout[o].offset, "element offset");
-  layout_words<LO>(w, out_lay, kp, 0);
-  std::size_t scalars = 0;
-  for_each_scalar(n, [&](const auto& sc) { scalar_word(w, sc), ++scalars; });
-  for_each_scalar(s.arg, [&](const auto& sc) { scalar_word(w, sc), ++scalars; });
-  return scalars;
+void output_params(param_block& p, const operand_fact* fout, const iteration_layout<LO>& out_lay, const kernel_plan& kp,
+                   const N& n, const S& s) {
+  for (std::size_t o = 0; o <= LO; ++o) p.u32("off", fout[o].offset, "element offset", static_cast<int>(o));
+  layout_params<LO>(p, out_lay, kp, 0, "ext", "st");
+  int j = 0;
+  for_each_scalar(n, [&](const auto& sc) { p.scalar("s", sc, j++); });
+  j = 0;
+  for_each_scalar(s.arg, [&](const auto& sc) { p.scalar("t", sc, j++); });
 }
 
 }  // namespace structural_detail
@@ -370,11 +367,12 @@ KILN_DECL std::string structural_kernel_name(std::string_view op, const std::str
 /// element type) under plan `base`, once per process for each (T, N, S) and `key` (the
 /// family's plan as a byte string, everything the text depends on): the statement's
 /// prologue and epilogue, the family's text (`family_text(result_type)`, a
-/// structural_family_text) and its templates, named "<op>_<hash>". Every family's
-/// cache; throws kiln::shader_error for a malformed GLSL body.
+/// structural_family_text), the parameter block `params` (its members; the key decides
+/// them) and the family's templates, named "<op>_<hash>". Every family's cache; throws
+/// kiln::shader_error for a malformed GLSL body.
 template <class T, class N, class S, class Text>
 const structural_source& cached_family_source(const N& n, const S& s, const structural_plan& base, std::string key,
-                                              std::string_view op, Text&& family_text,
+                                              std::string_view op, const param_block& params, Text&& family_text,
                                               std::initializer_list<std::string_view> templates) {
   return source_cache_for<structural_source, T, N, S>().get(std::move(key), [&] {
     emitter pro(base.in), epi(base.out);
@@ -383,7 +381,7 @@ const structural_source& cached_family_source(const N& n, const S& s, const stru
     const std::string_view result_type = glsl_compute_type<typename S::value_type>();
     structural_source src = assemble_structural(base, pro, pro_result, epi, epi_result,
                                                 glsl_compute_type<typename N::value_type>(), result_type,
-                                                family_text(result_type), std::move(readable), templates);
+                                                family_text(result_type), params, std::move(readable), templates);
     src.name = structural_kernel_name(op, src.glsl);
     return src;
   });
@@ -392,7 +390,7 @@ const structural_source& cached_family_source(const N& n, const S& s, const stru
 /// The source of a reduce- or row-family kernel of `out = n` under plan
 /// (kernels/reduce/ops.comp, then the mode's template).
 template <class T, class N, class S>
-const structural_source& reduce_family_source(const N& n, const S& s, const structural_plan& plan,
+const structural_source& reduce_family_source(const N& n, const S& s, const structural_plan& plan, const param_block& params,
                                               std::string_view ops_glsl, std::string_view mode_glsl) {
   using V = vk_structural_op<typename S::op_type>;
   const auto text = [&](std::string_view result_type) {
@@ -400,7 +398,8 @@ const structural_source& reduce_family_source(const N& n, const S& s, const stru
     if constexpr (V::op == structural_op::reducer) red = V::text(plan.acc_float);
     return reduce_family_text(plan, V::op == structural_op::reducer ? &red : nullptr, result_type);
   };
-  return cached_family_source<T>(n, s, plan, structural_plan_key(plan), S::op_type::name, text, {ops_glsl, mode_glsl});
+  return cached_family_source<T>(n, s, plan, structural_plan_key(plan), S::op_type::name, params, text,
+                                 {ops_glsl, mode_glsl});
 }
 
 /// How a reduce- or row-family kernel walks its input: the split around the axis (moved
@@ -554,42 +553,38 @@ structural_kernel make_structural_kernel(const tensor<T, B>& out, const N& n, co
                       index_limit::workgroups, {}, "the tensor");
   }
 
-  // parameters (structural_param_block's order)
-  std::vector<std::uint32_t>& w = kn.push;
-  word(w, sp.outer, "row count");
-  word(w, R, "extent");
-  word(w, sp.inner, "inner extent");
-  word(w, chunk, "chunk");
-  word(w, chunks, "chunk count");
-  w.push_back(std::bit_cast<std::uint32_t>(s.eps));
-  input_words<LI>(w, fin, in_lay, plan.in);
-  std::apply(
-      [&](const auto&... q) {
-        ((word(w, q.t.offset(), "element offset"),
-          w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(q.t.strides()[0])))),
-         ...);
-      },
-      s.params);
-  [[maybe_unused]] const std::size_t scalars = output_words<LO>(w, fout, out_lay, plan.out, n, s);
-  plan.params_buffer = dev.max_push_bytes && w.size() * 4 > dev.max_push_bytes;
-  KILN_ASSERT(w.size() == structural_param_words(plan, scalars));
+  // parameters: the walk, the input's, the op's parameter tensors (poff<q>, pst<q>), the output's
+  param_block pb("structural kernels");
+  pb.u32("rows", sp.outer, "row count");
+  pb.u32("extent", R, "extent");
+  pb.u32("inner", sp.inner, "inner extent");
+  pb.u32("chunk", chunk, "chunk");
+  pb.u32("chunks", chunks, "chunk count");
+  if constexpr (requires { s.op.eps; }) pb.f32("eps", s.op.eps);
+  input_params<LI>(pb, fin, in_lay, plan.in);
+  int q = 0;
+  std::apply([&](const auto&... t) { ((pb.u32("poff", t.t.offset(), "element offset", q), pb.i32("pst", t.t.strides()[0], "stride", q), ++q), ...); },
+             s.params);
+  output_params<LO>(pb, fout, out_lay, plan.out, n, s);
+  plan.params_buffer = dev.max_push_bytes && pb.bytes() > dev.max_push_bytes;
 
   const std::string_view mode_glsl = plan.mode == structural_mode::rows ? rows_glsl : columns_glsl;
   if (plan.mode == structural_mode::columns) {
-    kn.first = &reduce_family_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    kn.first = &reduce_family_source<T>(n, s, plan, pb, ops_glsl, mode_glsl);
     kn.first_tasks = (static_cast<std::uint64_t>(outputs) + plan.wg - 1) / plan.wg;
   } else if (chunks == 1) {
-    kn.first = &reduce_family_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    kn.first = &reduce_family_source<T>(n, s, plan, pb, ops_glsl, mode_glsl);
     kn.first_tasks = static_cast<std::uint64_t>(sp.outer);
   } else {
     plan.phase = 1;
-    kn.first = &reduce_family_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    kn.first = &reduce_family_source<T>(n, s, plan, pb, ops_glsl, mode_glsl);
     plan.phase = 2;
-    kn.second = &reduce_family_source<T>(n, s, plan, ops_glsl, mode_glsl);
+    kn.second = &reduce_family_source<T>(n, s, plan, pb, ops_glsl, mode_glsl);
     kn.first_tasks = static_cast<std::uint64_t>(sp.outer * chunks);
     kn.second_tasks = row_op ? kn.first_tasks : static_cast<std::uint64_t>(sp.outer);
     kn.partials = kn.first_tasks;
   }
+  kn.push = pb.take_words();
   return kn;
 }
 

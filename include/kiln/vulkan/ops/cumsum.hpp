@@ -120,17 +120,17 @@ struct vk_structural_kernel<cumsum_op> {
                   (sp.phase == 1 ? "writeonly " : "readonly ") + "buffer kiln_partial_buf { vec4 kiln_partial[]; };\n";
       f.extra_bindings = 1;
     }
-    f.members = "  uint rows;\n  uint extent;\n  uint chunk;\n  uint chunks;\n";
     return f;
   }
 
   /// The kernel's source under plan (the family cache: once per process per (T, N, S),
   /// plan and layout).
   template <class T, class N, class S>
-  static const structural_source& source(const N& n, const S& s, const structural_plan& plan, layout how) {
+  static const structural_source& source(const N& n, const S& s, const structural_plan& plan, const param_block& params,
+                                         layout how) {
     std::string key = structural_plan_key(plan);
     key += static_cast<char>(how);
-    return cached_family_source<T>(n, s, plan, std::move(key), cumsum_op::name,
+    return cached_family_source<T>(n, s, plan, std::move(key), cumsum_op::name, params,
                                    [&](std::string_view) { return family_text(plan, how); }, {kernels::reduce_cumsum});
   }
 
@@ -179,26 +179,27 @@ struct vk_structural_kernel<cumsum_op> {
     plan_operands(plan, ops, in_lay, out_lay, bind);
     plan.bindings = static_cast<std::uint32_t>(bind.storages.size());
 
-    std::vector<std::uint32_t>& w = kn.push;
-    word(w, sp.outer, "row count");
-    word(w, R, "extent");
-    word(w, chunk ? chunk : R, "chunk");
-    word(w, chunks, "chunk count");
-    input_words<LI>(w, ops.in, in_lay, plan.in);
-    (void)output_words<LO>(w, ops.out, out_lay, plan.out, n, s);
-    plan.params_buffer = opt.max_push_bytes && w.size() * 4 > opt.max_push_bytes;
+    param_block pb("its kernel");
+    pb.u32("rows", sp.outer, "row count");
+    pb.u32("extent", R, "extent");
+    pb.u32("chunk", chunk ? chunk : R, "chunk");
+    pb.u32("chunks", chunks, "chunk count");
+    input_params<LI>(pb, ops.in, in_lay, plan.in);
+    output_params<LO>(pb, ops.out, out_lay, plan.out, n, s);
+    plan.params_buffer = opt.max_push_bytes && pb.bytes() > opt.max_push_bytes;
 
     if (!chunk) {
-      kn.first = &source<T>(n, s, plan, c.how);
+      kn.first = &source<T>(n, s, plan, pb, c.how);
       kn.first_tasks = static_cast<std::uint64_t>(sp.outer);
     } else {
       plan.phase = 1;
-      kn.first = &source<T>(n, s, plan, c.how);
+      kn.first = &source<T>(n, s, plan, pb, c.how);
       plan.phase = 2;
-      kn.second = &source<T>(n, s, plan, c.how);
+      kn.second = &source<T>(n, s, plan, pb, c.how);
       kn.first_tasks = kn.second_tasks = static_cast<std::uint64_t>(sp.outer * chunks);
       kn.partials = kn.first_tasks;
     }
+    kn.push = pb.take_words();
     return planned(std::move(operands), kn);
   }
 };

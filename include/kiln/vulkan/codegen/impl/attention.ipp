@@ -231,14 +231,7 @@ KILN_DECL structural_family_text attention_family_text(const attention_plan& a, 
                  (a.phase == 1 ? "writeonly " : "readonly ") + "buffer kiln_partial_buf { float kiln_partial[]; };\n";
     f.extra_bindings = 1;
   }
-  f.members = "  uint B;\n  uint Hq;\n  uint Sq;\n  uint Skv;\n  uint group;\n  uint rows;\n  uint qblocks;\n"
-              "  uint splits;\n  uint chunk;\n  uint causal;\n  float scale;\n  float softcap;\n";
   static constexpr const char* names[] = {"k", "v", "m"};
-  for (std::size_t q = 0; q < sp.params.size(); ++q) {
-    const std::string n = names[q];
-    f.param_members += "  uint " + n + "off;\n";
-    for (int d = 0; d < 4; ++d) f.param_members += "  int " + n + "s" + std::to_string(d) + ";\n";
-  }
   for (std::size_t q = 0; q < sp.params.size(); ++q) {
     const std::string n = names[q];
     f.hooks += "float kiln_" + n + "(int e) { return " + load(sp.params[q], "uint(e)") + "; }\n";

@@ -7,7 +7,7 @@
 
 namespace kiln::detail::vk {
 
-KILN_DECL kernel_source assemble(const kernel_plan& plan, const emitter& em, std::string readable,
+KILN_DECL kernel_source assemble(const kernel_plan& plan, const emitter& em, const param_block& params, std::string readable,
                                  const std::string& result, std::string_view result_type) {
   const std::size_t L = plan.operands.size() - 1;
 
@@ -81,26 +81,16 @@ KILN_DECL kernel_source assemble(const kernel_plan& plan, const emitter& em, std
     }
   }
 
-  // Push constants: element count, per-operand offsets, extents and strides (strided
-  // operands only), then the scalars. Or the same members in a storage buffer after the
-  // operands' bindings, when they do not fit (std430 gives scalars the same offsets).
+  // Parameters (make_params: element count, per-operand offsets, extents and strides of
+  // strided operands, the scalars) in push constants, or the same members in a storage
+  // buffer after the operands' bindings, when they do not fit (std430 gives scalars the
+  // same offsets).
   if (plan.params_buffer) {
-    s += "\nlayout(std430, set = 0, binding = " + std::to_string(plan.bindings) +
-         ") readonly buffer kiln_params {\n  uint n;\n";
+    s += "\nlayout(std430, set = 0, binding = " + std::to_string(plan.bindings) + ") readonly buffer kiln_params {\n";
   } else {
-    s += "\nlayout(push_constant) uniform kiln_params {\n  uint n;\n";
+    s += "\nlayout(push_constant) uniform kiln_params {\n";
   }
-  for (std::size_t o = 0; o <= L; ++o) s += "  uint off" + std::to_string(o) + ";\n";
-  if (any_strided) {
-    for (int d = 0; d < plan.rank; ++d) s += "  uint ext" + std::to_string(d) + ";\n";
-    for (std::size_t o = 0; o <= L; ++o) {
-      if (plan.operands[o].how != access::strided) continue;
-      for (int d = 0; d < plan.rank; ++d) s += "  int st" + std::to_string(o) + "_" + std::to_string(d) + ";\n";
-    }
-  }
-  for (std::size_t j = 0; j < em.scalar_types.size(); ++j) {
-    s += "  " + em.scalar_types[j] + " s" + std::to_string(j) + ";\n";
-  }
+  s += params.glsl();
   s += "} p;\n\n";
 
   for (const std::string& f : em.functions) s += f;

@@ -253,14 +253,6 @@ KILN_DECL structural_family_text gemm_family_text(const gemm_plan& g, std::strin
     f.extra_bindings = 1;
   }
 
-  f.members = "  uint M;\n  uint N;\n  uint K;\n  uint batches;\n  uint kchunk;\n  uint kchunks;\n"
-              "  uint tiles_m;\n  uint tiles_n;\n";
-  for (int d = 0; d < g.batch_dims; ++d) {
-    const std::string ds = std::to_string(d);
-    f.members += "  uint bx" + ds + ";\n  uint ba" + ds + ";\n  int bb" + ds + ";\n";
-  }
-  f.param_members = "  uint boff;\n  int bsk;\n  int bsn;\n";
-
   std::string& h = f.hooks;
   h += "// batch bo: a's first position, b's first element\n";
   h += "void kiln_batch(uint bo, out uint apos, out uint belem) {\n  uint rest = bo;\n  apos = 0u;\n  int be = int(p.boff);\n";

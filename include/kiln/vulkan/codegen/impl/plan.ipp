@@ -16,15 +16,30 @@ KILN_DECL std::uint64_t invocations_needed(const kernel_plan& plan, std::uint64_
   return std::max(elements / w, elements % w);
 }
 
-KILN_DECL std::size_t param_words(const kernel_plan& plan, std::size_t scalars) {
-  std::size_t strided = 0;
-  for (const auto& op : plan.operands) strided += op.how == access::strided;
-  const std::size_t r = static_cast<std::size_t>(plan.rank);
-  return 1 + plan.operands.size() + (strided ? r + strided * r : 0) + scalars;
-}
-
 KILN_DECL bool texel_binding(const kernel_plan& plan, std::uint32_t b) {
   return b < max_texel_binding && (plan.texel_bindings >> b) & 1u;
+}
+
+KILN_DECL bool texel_eligible(const kernel_plan& plan, std::uint32_t b) {
+  bool texel = b != plan.operands[0].binding && b < max_texel_binding;
+  for (std::size_t o = 1; o < plan.operands.size() && texel; ++o) {
+    const auto& op = plan.operands[o];
+    texel = op.binding != b || op.type == dtype::f32 || op.type == dtype::i32;
+  }
+  return texel;
+}
+
+KILN_DECL void fit_storage_buffers(kernel_plan& plan, const plan_options& opt) {
+  if (!opt.max_storage_buffers || !opt.texel_views) return;
+  const std::uint32_t max_texel = opt.max_texel_buffers ? opt.max_texel_buffers : max_texel_binding;
+  auto texels = static_cast<std::uint32_t>(std::popcount(plan.texel_bindings));
+  for (std::uint32_t b = 0; b < plan.bindings && texels < max_texel; ++b) {
+    if (storage_buffers(plan) <= opt.max_storage_buffers) break;
+    if (!texel_binding(plan, b) && texel_eligible(plan, b)) {
+      plan.texel_bindings |= 1u << b;
+      ++texels;
+    }
+  }
 }
 
 KILN_DECL std::uint32_t storage_buffers(const kernel_plan& plan) {

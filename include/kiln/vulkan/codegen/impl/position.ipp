@@ -26,12 +26,9 @@ KILN_DECL structural_family_text position_family_text(const structural_plan& sp,
                 ") buffer kiln_check_buf { uint kiln_check[]; };\n";
     f.extra_bindings = 1;
   }
-  f.members = "  uint rows;\n  uint extent;\n  uint seq;\n";
-  f.param_members = "  uint poff0;\n  int pst0;\n";
   f.hooks += std::string(rope ? "int kiln_position(uint k)" : "int kiln_id(uint k)") + " { return " +
              load(sp.params[0], "uint(int(p.poff0) + int(k) * p.pst0)") + "; }\n";
   if (rope) {
-    f.param_members += "  uint poff1;\n";
     f.hooks += "float kiln_inv_freq(uint i) { return " + load(sp.params[1], "p.poff1 + i") + "; }\n";
   }
   return f;

@@ -169,12 +169,10 @@ KILN_DECL structural_family_text quant_family_text(const quant_plan& q, std::str
   def("KILN_OFFSET", std::to_string(q.offset));
   def("KILN_QMAX", std::to_string(q.qmax));
   def("KILN_RESULT", std::string(result_type));
-  f.members = "  uint rows;\n  uint N;\n  uint K;\n  uint words;\n  uint group;\n  uint srs;\n  uint tiles;\n";
   const operand_plan& scales = sp.params[product ? 1 : 0];
   if (product) {
     const operand_plan& codes = sp.params[0];
     const std::string cb = std::to_string(codes.binding);
-    f.param_members = "  uint coff;\n";
     if (q.codes4) {
       f.buffers = "layout(std430, set = 0, binding = " + cb + ") readonly buffer kiln_buf" + cb + "_u4 { uvec4 kiln_b" + cb +
                   "_u4[]; };\n";
@@ -184,7 +182,6 @@ KILN_DECL structural_family_text quant_family_text(const quant_plan& q, std::str
                  load(codes, "e + 1u") + "), uint(" + load(codes, "e + 2u") + "), uint(" + load(codes, "e + 3u") + "));\n}\n";
     }
   }
-  f.param_members += "  uint soff;\n";
   f.hooks += "float kiln_scale(uint e) { return " + load(scales, "p.soff + e") + "; }\n";
   return f;
 }

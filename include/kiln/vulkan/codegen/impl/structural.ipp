@@ -36,18 +36,6 @@ KILN_DECL std::string structural_plan_key(const structural_plan& sp) {
   return k;
 }
 
-KILN_DECL std::size_t structural_param_words(const structural_plan& sp, std::size_t scalars) {
-  auto strided = [](const kernel_plan& kp, std::size_t from) {
-    std::size_t s = 0;
-    for (std::size_t o = from; o < kp.operands.size(); ++o) s += kp.operands[o].how == access::strided;
-    return s;
-  };
-  const std::size_t si = strided(sp.in, 1), so = strided(sp.out, 0);
-  const auto ri = static_cast<std::size_t>(sp.in.rank), ro = static_cast<std::size_t>(sp.out.rank);
-  return 6 + (sp.in.operands.size() - 1) + (si ? ri + si * ri : 0) + 2 * sp.params.size() + sp.out.operands.size() +
-         (so ? ro + so * ro : 0) + scalars;
-}
-
 namespace structural_text {
 
 KILN_DECL std::string substitute(std::string_view body, const std::vector<std::string>& args, std::string_view type,
@@ -141,6 +129,7 @@ KILN_DECL structural_family_text reduce_family_text(const structural_plan& sp, c
     f.extensions += "#extension GL_KHR_shader_subgroup_shuffle : require\n";
   }
   auto def = [&](std::string_view name, const std::string& v) { f.defines += "#define " + std::string(name) + " " + v + "\n"; };
+  for (const auto& o : structural_op_defines) def(o.define, std::to_string(static_cast<int>(o.op)));
   def("KILN_OP", std::to_string(static_cast<int>(sp.op)));
   def("KILN_ROW_OP", sp.row_op ? "1" : "0");
   def("KILN_LOG", sp.log ? "1" : "0");
@@ -161,10 +150,6 @@ KILN_DECL structural_family_text reduce_family_text(const structural_plan& sp, c
     f.buffers = "layout(std430, set = 0, binding = " + std::to_string(sp.bindings) + ") " +
                 (sp.phase == 1 ? "writeonly " : "readonly ") + "buffer kiln_partial_buf { vec4 kiln_partial[]; };\n";
     f.extra_bindings = 1;
-  }
-  f.members = "  uint rows;\n  uint extent;\n  uint inner;\n  uint chunk;\n  uint chunks;\n  float eps;\n";
-  for (std::size_t q = 0; q < sp.params.size(); ++q) {
-    f.param_members += "  uint poff" + std::to_string(q) + ";\n  int pst" + std::to_string(q) + ";\n";
   }
   if (red) {
     f.functions = red->functions;
@@ -195,8 +180,8 @@ KILN_DECL structural_family_text reduce_family_text(const structural_plan& sp, c
 KILN_DECL structural_source assemble_structural(const structural_plan& sp, const emitter& pro, const std::string& pro_result,
                                                 const emitter& epi, const std::string& epi_result,
                                                 std::string_view epi_type, std::string_view result_type,
-                                                const structural_family_text& fam, std::string readable,
-                                                std::initializer_list<std::string_view> templates) {
+                                                const structural_family_text& fam, const param_block& params,
+                                                std::string readable, std::initializer_list<std::string_view> templates) {
   using namespace structural_text;
   const std::string_view acc = sp.acc_float ? "float" : "int";
   const std::size_t LI = sp.in.operands.size() - 1, LO = sp.out.operands.size() - 1;
@@ -289,52 +274,23 @@ KILN_DECL structural_source assemble_structural(const structural_plan& sp, const
   }
   s += fam.buffers;
 
-  // Parameters (the order make_structural_args writes them in).
+  // Parameters: the family's block as its recording declared it (codegen/params.hpp).
   if (sp.params_buffer) {
     s += "\nlayout(std430, set = 0, binding = " + std::to_string(sp.bindings + fam.extra_bindings) +
          ") readonly buffer kiln_params {\n";
   } else {
     s += "\nlayout(push_constant) uniform kiln_params {\n";
   }
-  const std::size_t members_from = s.size();
-  s += fam.members;
-  for (std::size_t o = 1; o <= LI; ++o) s += "  uint ioff" + std::to_string(o) + ";\n";
-  if (any_strided(sp.in, 1)) {
-    for (int d = 0; d < sp.in.rank; ++d) s += "  uint iext" + std::to_string(d) + ";\n";
-    for (std::size_t o = 1; o <= LI; ++o) {
-      if (sp.in.operands[o].how != access::strided) continue;
-      for (int d = 0; d < sp.in.rank; ++d) s += "  int ist" + std::to_string(o) + "_" + std::to_string(d) + ";\n";
-    }
-  }
-  s += fam.param_members;
-  for (std::size_t o = 0; o <= LO; ++o) s += "  uint off" + std::to_string(o) + ";\n";
-  if (any_strided(sp.out, 0)) {
-    for (int d = 0; d < sp.out.rank; ++d) s += "  uint ext" + std::to_string(d) + ";\n";
-    for (std::size_t o = 0; o <= LO; ++o) {
-      if (sp.out.operands[o].how != access::strided) continue;
-      for (int d = 0; d < sp.out.rank; ++d) s += "  int st" + std::to_string(o) + "_" + std::to_string(d) + ";\n";
-    }
-  }
-  for (std::size_t j = 0; j < epi.scalar_types.size(); ++j) s += "  " + epi.scalar_types[j] + " s" + std::to_string(j) + ";\n";
-  for (std::size_t j = 0; j < pro.scalar_types.size(); ++j) s += "  " + pro.scalar_types[j] + " t" + std::to_string(j) + ";\n";
+  const std::string members = params.glsl();
+  s += members;
   if (!sp.lanes) {
     s += "} p;\n\n";
   } else {
     // lanes: `p` is a private copy of the block, made by kiln_copy_params() first thing.
     // lavapipe reloads a block member after every store to a buffer (they might alias),
     // once per element in the loops; a private copy stays in registers (softmax ~15%).
-    const std::string members = s.substr(members_from);
     s += "} kiln_pc;\n\nstruct kiln_param_copy {\n" + members + "};\nkiln_param_copy p;\n";
-    s += "void kiln_copy_params() {\n  p = kiln_param_copy(";
-    bool first_member = true;
-    for (std::size_t at = 0; at < members.size();) {
-      const std::size_t end = members.find(';', at);
-      const std::size_t sp_at = members.rfind(' ', end);
-      s += (first_member ? "kiln_pc." : ", kiln_pc.") + members.substr(sp_at + 1, end - sp_at - 1);
-      first_member = false;
-      at = members.find('\n', end) + 1;
-    }
-    s += ");\n}\n\n";
+    s += "void kiln_copy_params() {\n  p = kiln_param_copy(" + params.names("kiln_pc.") + ");\n}\n\n";
   }
 
   std::vector<std::string> functions = pro.functions;
@@ -478,22 +434,6 @@ KILN_DECL std::uint32_t binder::operator()(const void* st) {
     if (storages[b] == st) return static_cast<std::uint32_t>(b);
   storages.push_back(st);
   return static_cast<std::uint32_t>(storages.size() - 1);
-}
-
-KILN_DECL void word(std::vector<std::uint32_t>& w, index_t v, const char* what) {
-  if (v < INT32_MIN || v > index_t(UINT32_MAX)) {
-    throw_index_limit(std::string("kiln::vulkan: ") + what + " " + std::to_string(v), index_limit::value,
-                      "structural kernels");
-  }
-  w.push_back(static_cast<std::uint32_t>(v));
-}
-
-KILN_DECL void signed_word(std::vector<std::uint32_t>& w, index_t v, const char* what) {
-  if (v < INT32_MIN || v > INT32_MAX) {
-    throw_index_limit(std::string("kiln::vulkan: ") + what + " " + std::to_string(v), index_limit::value,
-                      "structural kernels");
-  }
-  w.push_back(static_cast<std::uint32_t>(static_cast<std::int32_t>(v)));
 }
 
 }  // namespace structural_detail
