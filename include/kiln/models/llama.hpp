@@ -52,6 +52,9 @@
 #include "kiln/models/checkpoint.hpp"
 #include "kiln/models/hf_config.hpp"
 #include "kiln/models/weights.hpp"
+#if defined(KILN_LLAMA_INSTANCES) && KILN_LLAMA_INSTANCES_VULKAN
+#include "kiln/vulkan.hpp"  // the Vulkan decoders declared extern at the end of this file
+#endif
 
 namespace kiln::llama {
 
@@ -152,146 +155,19 @@ class model {
   /// Loads the checkpoint directory dir (config.json and *.safetensors). Throws
   /// kiln::format_error for a config or a tensor that is missing or has the wrong shape,
   /// naming the file and the tensor.
-  static model load(const context<B>& ctx, const std::string& dir, load_options opt = {}) {
-    const config cfg = config::load((std::filesystem::path(dir) / "config.json").string());
-    const checkpoint ck(dir);
-    const index_t H = cfg.hidden_size, I = cfg.intermediate_size, D = cfg.head_dim, V = cfg.vocab_size;
-    const index_t nq = cfg.num_attention_heads * D, nk = cfg.num_key_value_heads * D;
-    // [A; B; ...] stacked along the rows, in row blocks, converted to W on the way
-    const auto stack = [&](std::vector<models::stacked_part> parts, index_t cols) {
-      return models::load_stacked<W>(ctx, ck, parts, cols, opt.max_block_bytes);
-    };
-    std::vector<layer> layers;
-    for (index_t l = 0; l < cfg.num_hidden_layers; ++l) {
-      const std::string p = "model.layers." + std::to_string(l) + ".";
-      // braced initialisation runs left to right and constructs (tensor assignment would copy)
-      layers.push_back(layer{ck.load<W>(ctx, p + "input_layernorm.weight", {H}),
-                             stack({{p + "self_attn.q_proj.weight", nq}, {p + "self_attn.k_proj.weight", nk},
-                                    {p + "self_attn.v_proj.weight", nk}},
-                                   H),
-                             stack({{p + "self_attn.o_proj.weight", H}}, nq),
-                             ck.load<W>(ctx, p + "post_attention_layernorm.weight", {H}),
-                             stack({{p + "mlp.gate_proj.weight", I}, {p + "mlp.up_proj.weight", I}}, H),
-                             stack({{p + "mlp.down_proj.weight", H}}, I)});
-    }
-    auto embed = stack({{"model.embed_tokens.weight", V}}, H);
-    auto norm = ck.load<W>(ctx, "model.norm.weight", {H});
-    // Some tied checkpoints still carry lm_head.weight; an untied one must.
-    weight head = cfg.tie_word_embeddings && !ck.contains("lm_head.weight")
-                      ? embed  // shares the embedding's storage (quantized: a copy of its own)
-                      : stack({{"lm_head.weight", V}}, H);
-    if (opt.quant != weight_quant::none) {
-      for (std::size_t l = 0; l < layers.size(); ++l) {
-        const std::string p = "layer " + std::to_string(l) + " ";
-        layers[l].wqkv.quantize(opt.quant, p + "q/k/v_proj");
-        layers[l].wo.quantize(opt.quant, p + "o_proj");
-        layers[l].wgu.quantize(opt.quant, p + "gate/up_proj");
-        layers[l].wdown.quantize(opt.quant, p + "down_proj");
-      }
-      head.quantize(opt.quant, "lm_head");
-    }
-    return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt);
-  }
+  static model load(const context<B>& ctx, const std::string& dir, load_options opt = {});
 
   /// A model from weights already on ctx's device (see layer for the stacked layouts).
   /// Throws kiln::shape_error when a weight's shape disagrees with cfg.
   model(const context<B>& ctx, const config& cfg, weight embed, std::vector<layer> layers, tensor<W, B> norm,
-        weight lm_head, load_options opt = {})
-      : ctx_(&ctx), cfg_(cfg), embed_(std::move(embed)), layers_(std::move(layers)), norm_(std::move(norm)),
-        head_(std::move(lm_head)) {
-    if (static_cast<index_t>(layers_.size()) != cfg_.num_hidden_layers) {
-      throw shape_error("kiln::llama::model: " + std::to_string(layers_.size()) + " layers for a config of " +
-                        std::to_string(cfg_.num_hidden_layers));
-    }
-    const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-    const index_t nq = cfg_.num_attention_heads * D, nk = cfg_.num_key_value_heads * D;
-    const auto check = [&](const weight& w, index_t rows, index_t cols, const char* what) {
-      bool ok = w.rows() == rows && rows > 0;
-      w.for_each_block([&](const auto& b) { ok = ok && b.shape().rank() == 2 && b.shape()[1] == cols; });
-      if (!ok) {
-        throw shape_error("kiln::llama::model: " + std::string(what) + " must be [" + std::to_string(rows) + ", " +
-                          std::to_string(cols) + "] in row blocks");
-      }
-    };
-    check(embed_, cfg_.vocab_size, H, "the embedding");
-    if (embed_.blocks.empty()) throw shape_error("kiln::llama::model: the embedding must be kept as float row blocks");
-    check(head_, cfg_.vocab_size, H, "the LM head");
-    for (const auto& L : layers_) {
-      check(L.wqkv, nq + 2 * nk, H, "wqkv");
-      check(L.wo, H, nq, "wo");
-      check(L.wgu, 2 * I, H, "wgu");
-      check(L.wdown, H, I, "wdown");
-    }
-    capacity_ = opt.max_len > 0 ? opt.max_len : std::min<index_t>(cfg_.max_position_embeddings, 4096);
-    caches_.reserve(layers_.size());
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      caches_.emplace_back(ctx, 1, cfg_.num_key_value_heads, capacity_, cfg_.head_dim);
-    }
-  }
+        weight lm_head, load_options opt = {});
 
   /// Runs ids (new tokens) at the next positions, appending their keys and values to the
   /// cache. Returns float logits [n, vocab] for every new position when all_positions,
   /// else [1, vocab] for the last one. Throws kiln::index_error for an id outside the
   /// vocabulary and kiln::shape_error when the cache would overflow (nothing is changed
   /// then).
-  tensor<float, B> forward(std::span<const std::int32_t> ids, bool all_positions = false) {
-    const index_t n = static_cast<index_t>(ids.size());
-    if (n == 0) throw shape_error("kiln::llama::model::forward: no tokens");
-    if (n > capacity() - pos_) {
-      throw shape_error("kiln::llama::model::forward: " + std::to_string(n) + " tokens after " + std::to_string(pos_) +
-                        " overflow the KV cache of " + std::to_string(capacity()) + " positions (load_options::max_len)");
-    }
-    for (const auto id : ids) {
-      if (id < 0 || id >= cfg_.vocab_size) {
-        throw index_error("kiln::llama::model::forward: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                          std::to_string(cfg_.vocab_size) + ")");
-      }
-    }
-    const auto& ctx = *ctx_;
-    const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-    const index_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
-    const index_t nq = Hq * D, nk = Hkv * D;
-    const float eps = cfg_.rms_norm_eps;
-    std::vector<std::int32_t> p(static_cast<std::size_t>(n));
-    std::iota(p.begin(), p.end(), static_cast<std::int32_t>(pos_));
-    const auto pos = from_host(ctx, shape{n}, std::span<const std::int32_t>(p));
-    const rope_options rope_opt{.theta = cfg_.rope_theta};
-    attention_options att_opt;
-    att_opt.causal = true;
-
-    auto h = empty<float>(ctx, {n, H});
-    models::embed(ctx, h, embed_, ids);
-    auto x = empty<float>(ctx, {n, H});
-    auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
-    auto att = empty<float>(ctx, {1, n, Hq, D});
-    auto gu = empty<float>(ctx, {n, 2 * I});
-    // [1, heads, n, D] views of the projections (no copies)
-    const auto heads = [&](index_t first, index_t count) {
-      return transpose(reshape(slice(qkv, 1, first, first + count * D), {1, n, count, D}), 1, 2);
-    };
-    auto att_heads = transpose(att, 1, 2);
-    const auto att_rows = reshape(att, {n, nq});
-    const auto gate = slice(gu, 1, 0, I), up = slice(gu, 1, I, 2 * I);
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const layer& L = layers_[l];
-      auto& cache = caches_[l];
-      x = rms_norm(h, L.attn_norm, eps);
-      models::project(qkv, x, L.wqkv, false);
-      cache.append(rope(heads(nq, Hkv), pos, rope_opt), heads(nq + nk, Hkv));
-      att_heads = attention(rope(heads(0, Hq), pos, rope_opt), cache.k(), cache.v(), att_opt);
-      models::project(h, att_rows, L.wo, true);
-      x = rms_norm(h, L.mlp_norm, eps);
-      models::project(gu, x, L.wgu, false);
-      models::project(h, silu(gate) * up, L.wdown, true);
-    }
-    pos_ += n;
-    const auto rows = all_positions ? h : slice(h, 0, n - 1, n);
-    auto xf = empty<float>(ctx, rows.shape());
-    xf = rms_norm(rows, norm_, eps);
-    auto logits = empty<float>(ctx, {rows.shape()[0], cfg_.vocab_size});
-    models::project(logits, xf, head_, false);
-    return logits;
-  }
+  tensor<float, B> forward(std::span<const std::int32_t> ids, bool all_positions = false);
 
   /// Greedy generation: feeds prompt (one prefill step), then `steps` - 1 chosen tokens
   /// one at a time; returns the `steps` chosen ids. on_logits(i, logits [1, vocab]) sees
@@ -366,5 +242,160 @@ class model {
   index_t capacity_ = 0;
   index_t pos_ = 0;
 };
+
+// The decoder's large members, defined out of the class (not inline): a program that links
+// kiln_llama_instances compiles them once there (see the end of this file).
+
+template <class W, class B>
+model<W, B> model<W, B>::load(const context<B>& ctx, const std::string& dir, load_options opt) {
+  const config cfg = config::load((std::filesystem::path(dir) / "config.json").string());
+  const checkpoint ck(dir);
+  const index_t H = cfg.hidden_size, I = cfg.intermediate_size, D = cfg.head_dim, V = cfg.vocab_size;
+  const index_t nq = cfg.num_attention_heads * D, nk = cfg.num_key_value_heads * D;
+  // [A; B; ...] stacked along the rows, in row blocks, converted to W on the way
+  const auto stack = [&](std::vector<models::stacked_part> parts, index_t cols) {
+    return models::load_stacked<W>(ctx, ck, parts, cols, opt.max_block_bytes);
+  };
+  std::vector<layer> layers;
+  for (index_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    // braced initialisation runs left to right and constructs (tensor assignment would copy)
+    layers.push_back(layer{ck.load<W>(ctx, p + "input_layernorm.weight", {H}),
+                           stack({{p + "self_attn.q_proj.weight", nq}, {p + "self_attn.k_proj.weight", nk},
+                                  {p + "self_attn.v_proj.weight", nk}},
+                                 H),
+                           stack({{p + "self_attn.o_proj.weight", H}}, nq),
+                           ck.load<W>(ctx, p + "post_attention_layernorm.weight", {H}),
+                           stack({{p + "mlp.gate_proj.weight", I}, {p + "mlp.up_proj.weight", I}}, H),
+                           stack({{p + "mlp.down_proj.weight", H}}, I)});
+  }
+  auto embed = stack({{"model.embed_tokens.weight", V}}, H);
+  auto norm = ck.load<W>(ctx, "model.norm.weight", {H});
+  // Some tied checkpoints still carry lm_head.weight; an untied one must.
+  weight head = cfg.tie_word_embeddings && !ck.contains("lm_head.weight")
+                    ? embed  // shares the embedding's storage (quantized: a copy of its own)
+                    : stack({{"lm_head.weight", V}}, H);
+  if (opt.quant != weight_quant::none) {
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      const std::string p = "layer " + std::to_string(l) + " ";
+      layers[l].wqkv.quantize(opt.quant, p + "q/k/v_proj");
+      layers[l].wo.quantize(opt.quant, p + "o_proj");
+      layers[l].wgu.quantize(opt.quant, p + "gate/up_proj");
+      layers[l].wdown.quantize(opt.quant, p + "down_proj");
+    }
+    head.quantize(opt.quant, "lm_head");
+  }
+  return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt);
+}
+
+template <class W, class B>
+model<W, B>::model(const context<B>& ctx, const config& cfg, weight embed, std::vector<layer> layers, tensor<W, B> norm,
+                   weight lm_head, load_options opt)
+    : ctx_(&ctx), cfg_(cfg), embed_(std::move(embed)), layers_(std::move(layers)), norm_(std::move(norm)),
+      head_(std::move(lm_head)) {
+  if (static_cast<index_t>(layers_.size()) != cfg_.num_hidden_layers) {
+    throw shape_error("kiln::llama::model: " + std::to_string(layers_.size()) + " layers for a config of " +
+                      std::to_string(cfg_.num_hidden_layers));
+  }
+  const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
+  const index_t nq = cfg_.num_attention_heads * D, nk = cfg_.num_key_value_heads * D;
+  const auto check = [&](const weight& w, index_t rows, index_t cols, const char* what) {
+    bool ok = w.rows() == rows && rows > 0;
+    w.for_each_block([&](const auto& b) { ok = ok && b.shape().rank() == 2 && b.shape()[1] == cols; });
+    if (!ok) {
+      throw shape_error("kiln::llama::model: " + std::string(what) + " must be [" + std::to_string(rows) + ", " +
+                        std::to_string(cols) + "] in row blocks");
+    }
+  };
+  check(embed_, cfg_.vocab_size, H, "the embedding");
+  if (embed_.blocks.empty()) throw shape_error("kiln::llama::model: the embedding must be kept as float row blocks");
+  check(head_, cfg_.vocab_size, H, "the LM head");
+  for (const auto& L : layers_) {
+    check(L.wqkv, nq + 2 * nk, H, "wqkv");
+    check(L.wo, H, nq, "wo");
+    check(L.wgu, 2 * I, H, "wgu");
+    check(L.wdown, H, I, "wdown");
+  }
+  capacity_ = opt.max_len > 0 ? opt.max_len : std::min<index_t>(cfg_.max_position_embeddings, 4096);
+  caches_.reserve(layers_.size());
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    caches_.emplace_back(ctx, 1, cfg_.num_key_value_heads, capacity_, cfg_.head_dim);
+  }
+}
+
+template <class W, class B>
+tensor<float, B> model<W, B>::forward(std::span<const std::int32_t> ids, bool all_positions) {
+  const index_t n = static_cast<index_t>(ids.size());
+  if (n == 0) throw shape_error("kiln::llama::model::forward: no tokens");
+  if (n > capacity() - pos_) {
+    throw shape_error("kiln::llama::model::forward: " + std::to_string(n) + " tokens after " + std::to_string(pos_) +
+                      " overflow the KV cache of " + std::to_string(capacity()) + " positions (load_options::max_len)");
+  }
+  for (const auto id : ids) {
+    if (id < 0 || id >= cfg_.vocab_size) {
+      throw index_error("kiln::llama::model::forward: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                        std::to_string(cfg_.vocab_size) + ")");
+    }
+  }
+  const auto& ctx = *ctx_;
+  const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
+  const index_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
+  const index_t nq = Hq * D, nk = Hkv * D;
+  const float eps = cfg_.rms_norm_eps;
+  std::vector<std::int32_t> p(static_cast<std::size_t>(n));
+  std::iota(p.begin(), p.end(), static_cast<std::int32_t>(pos_));
+  const auto pos = from_host(ctx, shape{n}, std::span<const std::int32_t>(p));
+  const rope_options rope_opt{.theta = cfg_.rope_theta};
+  attention_options att_opt;
+  att_opt.causal = true;
+
+  auto h = empty<float>(ctx, {n, H});
+  models::embed(ctx, h, embed_, ids);
+  auto x = empty<float>(ctx, {n, H});
+  auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
+  auto att = empty<float>(ctx, {1, n, Hq, D});
+  auto gu = empty<float>(ctx, {n, 2 * I});
+  // [1, heads, n, D] views of the projections (no copies)
+  const auto heads = [&](index_t first, index_t count) {
+    return transpose(reshape(slice(qkv, 1, first, first + count * D), {1, n, count, D}), 1, 2);
+  };
+  auto att_heads = transpose(att, 1, 2);
+  const auto att_rows = reshape(att, {n, nq});
+  const auto gate = slice(gu, 1, 0, I), up = slice(gu, 1, I, 2 * I);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const layer& L = layers_[l];
+    auto& cache = caches_[l];
+    x = rms_norm(h, L.attn_norm, eps);
+    models::project(qkv, x, L.wqkv, false);
+    cache.append(rope(heads(nq, Hkv), pos, rope_opt), heads(nq + nk, Hkv));
+    att_heads = attention(rope(heads(0, Hq), pos, rope_opt), cache.k(), cache.v(), att_opt);
+    models::project(h, att_rows, L.wo, true);
+    x = rms_norm(h, L.mlp_norm, eps);
+    models::project(gu, x, L.wgu, false);
+    models::project(h, silu(gate) * up, L.wdown, true);
+  }
+  pos_ += n;
+  const auto rows = all_positions ? h : slice(h, 0, n - 1, n);
+  auto xf = empty<float>(ctx, rows.shape());
+  xf = rms_norm(rows, norm_, eps);
+  auto logits = empty<float>(ctx, {rows.shape()[0], cfg_.vocab_size});
+  models::project(logits, xf, head_, false);
+  return logits;
+}
+
+// kiln's own programs (tests, benchmarks, examples) link kiln_llama_instances, which
+// compiles the decoders they use once (src/llama_instances_*.cpp) and defines
+// KILN_LLAMA_INSTANCES for them: their translation units then skip the decoder's
+// instantiation (it was most of their compile time). Other programs instantiate as usual.
+#if defined(KILN_LLAMA_INSTANCES)
+extern template class model<float, cpu<>>;
+extern template class model<half, cpu<>>;
+extern template class model<bfloat16, cpu<>>;
+#if KILN_LLAMA_INSTANCES_VULKAN
+extern template class model<float, vulkan>;
+extern template class model<half, vulkan>;
+extern template class model<bfloat16, vulkan>;
+#endif
+#endif
 
 }  // namespace kiln::llama
