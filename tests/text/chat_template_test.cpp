@@ -231,6 +231,12 @@ TEST(chat_template, unsupported_constructs_name_their_line) {
   EXPECT_EQ(render_error("{% for i in x %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"),
             "kiln::text: chat template line 1: 'break' outside a for loop");
   EXPECT_EQ(render_error("{{ messages }}", ojson::array()), "kiln::text: chat template: render: the variables must be a JSON object");
+  // integers are 64-bit (Python's are not): overflow is an error, never a wrong number
+  EXPECT_EQ(render_error("{{ 2 ** 62 * 4 }}"), "kiln::text: chat template line 1: integer overflow in '*' (kiln's integers are 64-bit)");
+  EXPECT_EQ(render("{{ 1 ** 99999999999 }}{{ (-1) ** 99999999999 }}{{ 1e999 }}"), "1-1inf");
+  EXPECT_EQ(render_error("{% set ns = namespace() %}{% set ns.me = [ns] %}"),
+            "kiln::text: chat template line 1: cannot assign 'ns.me': the value holds the namespace itself");
+  EXPECT_EQ(render_error("{{ " + std::string(1000, '(') + "1" + std::string(1000, ')') + " }}"), "kiln::text: chat template line 1: nested too deeply");
   EXPECT_EQ(render_error("\n{% for x in y %}\n{% endif %}"), "kiln::text: chat template line 3: unsupported statement 'endif'");
   EXPECT_EQ(render_error("{% if x %}"), "kiln::text: chat template line 1: missing '{% endif %}'");
   EXPECT_EQ(render_error("{{ 1 + }}"), "kiln::text: chat template line 1: expected an expression, got '}}'");

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <charconv>  // std::to_chars (shortest float text)
 #include <cmath>
+#include <climits>  // INT64_MIN
 #include <cstdint>
 #include <ctime>  // strftime_now
 #include <functional>
@@ -344,6 +345,7 @@ inline std::string json_string(std::string_view s) {
 // Python's json.dumps(ensure_ascii=False), as transformers' tojson calls it: ", " and ": "
 // without indent, "," and ": " with it
 inline void to_json(std::string& out, const value& v, int indent, int depth, int line) {
+  if (depth > 100) fail(line, "tojson: nested too deeply (a value that contains itself?)");
   switch (v.k) {
     case value::kind::undefined:
     case value::kind::none: out += "null"; return;
@@ -378,7 +380,7 @@ inline void to_json(std::string& out, const value& v, int indent, int depth, int
   }
 }
 
-inline std::string repr(const value& v);
+inline std::string repr(const value& v, int depth = 0);
 
 // str(v) as Jinja prints it (Python's str: None, True, 1.0, ['a', 1], {'k': 'v'})
 inline std::string to_text(const value& v) {
@@ -394,7 +396,8 @@ inline std::string to_text(const value& v) {
   }
 }
 
-inline std::string repr(const value& v) {
+inline std::string repr(const value& v, int depth) {
+  if (depth > 100) return "...";  // a value that contains itself
   switch (v.k) {
     case value::kind::string: {
       const char q = v.s.find('\'') != std::string::npos && v.s.find('"') == std::string::npos ? '"' : '\'';
@@ -410,7 +413,7 @@ inline std::string repr(const value& v) {
     }
     case value::kind::list: {
       std::string out = v.tuple ? "(" : "[";
-      for (std::size_t k = 0; k < v.l->size(); ++k) out += (k ? ", " : "") + repr((*v.l)[k]);
+      for (std::size_t k = 0; k < v.l->size(); ++k) out += (k ? ", " : "") + repr((*v.l)[k], depth + 1);
       if (v.tuple && v.l->size() == 1) out += ",";
       return out + (v.tuple ? ")" : "]");
     }
@@ -418,7 +421,7 @@ inline std::string repr(const value& v) {
     case value::kind::ns: {
       std::string out = v.k == value::kind::ns ? "<Namespace {" : "{";
       for (std::size_t k = 0; k < v.m->size(); ++k)
-        out += (k ? ", " : "") + repr(value::string((*v.m)[k].first)) + ": " + repr((*v.m)[k].second);
+        out += (k ? ", " : "") + repr(value::string((*v.m)[k].first)) + ": " + repr((*v.m)[k].second, depth + 1);
       return out + (v.k == value::kind::ns ? "}>" : "}");
     }
     case value::kind::undefined: return "Undefined";
@@ -426,7 +429,8 @@ inline std::string repr(const value& v) {
   }
 }
 
-inline bool equal(const value& a, const value& b) {
+inline bool equal(const value& a, const value& b, int depth = 0) {
+  if (depth > 100) return false;  // values that contain themselves
   if (a.numeric() && b.numeric()) {
     if (a.k != value::kind::number && b.k != value::kind::number) {
       const std::int64_t x = a.k == value::kind::boolean ? a.b : a.i, y = b.k == value::kind::boolean ? b.b : b.i;
@@ -442,14 +446,14 @@ inline bool equal(const value& a, const value& b) {
     case value::kind::list:
       if (a.l->size() != b.l->size()) return false;
       for (std::size_t k = 0; k < a.l->size(); ++k)
-        if (!equal((*a.l)[k], (*b.l)[k])) return false;
+        if (!equal((*a.l)[k], (*b.l)[k], depth + 1)) return false;
       return true;
     case value::kind::dict:
     case value::kind::ns:
       if (a.m->size() != b.m->size()) return false;
       for (const auto& [key, x] : *a.m) {
         const value* y = b.find(key);
-        if (!y || !equal(x, *y)) return false;
+        if (!y || !equal(x, *y, depth + 1)) return false;
       }
       return true;
     case value::kind::function: return a.f == b.f;
@@ -773,6 +777,18 @@ class parser {
   std::vector<token> t_;
   std::size_t p_ = 0;
   int loops_ = 0;  // for loops around the statement being parsed (in this macro)
+  int depth_ = 0;  // expressions and statements being parsed, one inside another
+
+  // a template is data: nesting deeper than this would only overflow the stack
+  struct depth_guard {
+    int& d;
+    depth_guard(int& x, int line) : d(x) {
+      if (++d > 200) fail(line, "nested too deeply");
+    }
+    ~depth_guard() { --d; }
+    depth_guard(const depth_guard&) = delete;
+    depth_guard& operator=(const depth_guard&) = delete;
+  };
 
   const token& cur() const { return t_[p_]; }
   const token& peek(std::size_t k = 1) const { return t_[std::min(p_ + k, t_.size() - 1)]; }
@@ -840,6 +856,11 @@ class parser {
 
   stmt parse_statement() {
     const int line = cur().line;
+    depth_guard g(depth_, line);
+    return parse_statement_inner(line);
+  }
+
+  stmt parse_statement_inner(int line) {
     if (cur().t != token::type::name) unexpected("a statement name");
     const std::string word = t_[p_++].v;
     stmt s;
@@ -997,6 +1018,8 @@ class parser {
 
  public:
   expr_ptr parse_expression() {
+    // nesting depth: a template is data, and deep recursion would overflow the stack
+    depth_guard g(depth_, cur().line);
     expr_ptr e = parse_or();
     if (is_name("if")) {
       const int line = cur().line;
@@ -1040,6 +1063,7 @@ class parser {
     return l;
   }
   expr_ptr parse_not() {
+    depth_guard g(depth_, cur().line);
     if (is_name("not")) {
       auto e = make(expr::op::not_, cur().line);
       ++p_;
@@ -1116,6 +1140,7 @@ class parser {
     return l;
   }
   expr_ptr parse_unary(bool with_filter) {
+    depth_guard g(depth_, cur().line);
     expr_ptr e;
     if (is_punct("-") || is_punct("+")) {
       e = make(cur().v == "-" ? expr::op::neg : expr::op::pos, cur().line);
@@ -1161,7 +1186,11 @@ class parser {
           a->o = expr::op::item;
           a->a.push_back(std::move(e));
           auto i = make(expr::op::literal, cur().line);
-          i->lit = value::integer(std::stoll(t_[p_++].v));
+          std::int64_t x = 0;
+          const std::string& digits = t_[p_++].v;
+          if (std::from_chars(digits.data(), digits.data() + digits.size(), x).ec != std::errc())
+            fail(i->line, "index " + digits + " is out of range");
+          i->lit = value::integer(x);
           a->a.push_back(std::move(i));
         } else {
           a->name = expect_name();
@@ -1212,17 +1241,16 @@ class parser {
       case token::type::integer: {
         ++p_;
         auto e = make(expr::op::literal, k.line);
-        try {
-          e->lit = value::integer(std::stoll(k.v));
-        } catch (const std::out_of_range&) {
-          e->lit = value::number(std::stod(k.v));
-        }
+        std::int64_t x = 0;
+        const auto r = std::from_chars(k.v.data(), k.v.data() + k.v.size(), x);
+        if (r.ec == std::errc()) e->lit = value::integer(x);
+        else fail(k.line, "integer literal " + k.v + " is out of range");
         return e;
       }
       case token::type::number: {
         ++p_;
         auto e = make(expr::op::literal, k.line);
-        e->lit = value::number(std::stod(k.v));
+        e->lit = value::number(std::strtod(k.v.c_str(), nullptr));  // 1e999 is inf, as in Python
         return e;
       }
       case token::type::name: {
@@ -1336,6 +1364,9 @@ class interpreter {
           const value* target = sc.lookup(s.targets[0]);
           if (!target || !target->is(value::kind::ns))
             fail(s.line, "cannot assign attribute '" + s.attr + "' of '" + s.targets[0] + "': not a namespace");
+          // namespaces are the only values assigned into: refusing cycles keeps them freed
+          if (holds(v, target->m.get(), 0))
+            fail(s.line, "cannot assign '" + s.targets[0] + "." + s.attr + "': the value holds the namespace itself");
           set_key(*target->m, s.attr, std::move(v));
         } else if (s.targets.size() == 1) {
           sc.vars[s.targets[0]] = std::move(v);
@@ -1394,6 +1425,19 @@ class interpreter {
       case stmt::op::continue_: return flow::continue_;
     }
     return flow::normal;
+  }
+
+  static bool holds(const value& v, const dict_t* m, int depth) {
+    if (depth > 100) return true;
+    if (v.m) {
+      if (v.m.get() == m) return true;
+      for (const auto& [k, x] : *v.m)
+        if (holds(x, m, depth + 1)) return true;
+    }
+    if (v.l)
+      for (const auto& x : *v.l)
+        if (holds(x, m, depth + 1)) return true;
+    return false;
   }
 
   static void set_key(dict_t& m, const std::string& key, value v) {
@@ -1540,7 +1584,11 @@ class interpreter {
       case expr::op::neg:
       case expr::op::pos: {
         value v = eval(*e.a[0], sc);
-        if (v.is(value::kind::integer)) return e.o == expr::op::neg ? value::integer(-v.i) : v;
+        if (v.is(value::kind::integer)) {
+          if (e.o == expr::op::pos) return v;
+          if (v.i == INT64_MIN) fail(e.line, "integer overflow (kiln's integers are 64-bit)");
+          return value::integer(-v.i);
+        }
         if (v.is(value::kind::number)) return e.o == expr::op::neg ? value::number(-v.d) : v;
         if (v.is(value::kind::boolean)) return value::integer(e.o == expr::op::neg ? -int(v.b) : int(v.b));
         if (v.is(value::kind::undefined)) undefined_error(v, e.line);
@@ -1621,10 +1669,14 @@ class interpreter {
         const std::int64_t times = n->is(value::kind::boolean) ? n->b : n->i;
         if (str->is(value::kind::string)) {
           std::string out;
+          if (times > 0 && str->s.size() * static_cast<std::uint64_t>(times) > (std::uint64_t{1} << 28))
+            fail(e.line, "string repetition longer than 256 MiB");
           for (std::int64_t k = 0; k < times; ++k) out += str->s;
           return value::string(std::move(out));
         }
         list_t out;
+        if (times > 0 && str->l->size() * static_cast<std::uint64_t>(times) > (std::uint64_t{1} << 24))
+          fail(e.line, "list repetition longer than 16M items");
         for (std::int64_t k = 0; k < times; ++k) out.insert(out.end(), str->l->begin(), str->l->end());
         return value::list(std::move(out));
       }
@@ -1634,9 +1686,20 @@ class interpreter {
     const bool ints = !l.is(value::kind::number) && !r.is(value::kind::number);
     const std::int64_t a = l.is(value::kind::boolean) ? l.b : l.i, b = r.is(value::kind::boolean) ? r.b : r.i;
     const double x = l.as_double(), y = r.as_double();
-    if (op == "+") return ints ? value::integer(a + b) : value::number(x + y);
-    if (op == "-") return ints ? value::integer(a - b) : value::number(x - y);
-    if (op == "*") return ints ? value::integer(a * b) : value::number(x * y);
+    std::int64_t res = 0;
+    auto overflow = [&] { fail(e.line, "integer overflow in '" + op + "' (kiln's integers are 64-bit)"); };
+    if (op == "+") {
+      if (ints && __builtin_add_overflow(a, b, &res)) overflow();
+      return ints ? value::integer(res) : value::number(x + y);
+    }
+    if (op == "-") {
+      if (ints && __builtin_sub_overflow(a, b, &res)) overflow();
+      return ints ? value::integer(res) : value::number(x - y);
+    }
+    if (op == "*") {
+      if (ints && __builtin_mul_overflow(a, b, &res)) overflow();
+      return ints ? value::integer(res) : value::number(x * y);
+    }
     if (op == "/") {
       if (y == 0) fail(e.line, "division by zero");
       return value::number(x / y);
@@ -1644,6 +1707,7 @@ class interpreter {
     if (op == "//" || op == "%") {
       if (y == 0) fail(e.line, "division by zero");
       if (ints) {
+        if (a == INT64_MIN && b == -1) overflow();
         std::int64_t q = a / b, m = a % b;
         if (m != 0 && ((m < 0) != (b < 0))) { --q; m += b; }
         return op == "//" ? value::integer(q) : value::integer(m);
@@ -1654,7 +1718,10 @@ class interpreter {
     if (op == "**") {
       if (ints && b >= 0) {
         std::int64_t p = 1;
-        for (std::int64_t k = 0; k < b; ++k) p *= a;
+        if (a == 0 || a == 1) return value::integer(b == 0 ? 1 : a);
+        if (a == -1) return value::integer(b % 2 ? -1 : 1);
+        for (std::int64_t k = 0; k < b; ++k)  // |a| >= 2: overflows within 63 steps
+          if (__builtin_mul_overflow(p, a, &p)) overflow();
         return value::integer(p);
       }
       return value::number(std::pow(x, y));
@@ -2101,12 +2168,16 @@ class interpreter {
       return dflt ? *dflt : value::number(0);
     }
     if (name == "abs") {
-      if (v.is(K::integer)) return value::integer(v.i < 0 ? -v.i : v.i);
+      if (v.is(K::integer)) {
+        if (v.i == INT64_MIN) fail(line, "integer overflow in abs");
+        return value::integer(v.i < 0 ? -v.i : v.i);
+      }
       if (v.is(K::number)) return value::number(std::fabs(v.d));
       fail(line, std::string("filter 'abs' needs a number, got a ") + kind_name(v));
     }
     if (name == "tojson") {
       const value* indent = arg(args, kwargs, 0, "indent");
+      if (indent && indent->is(K::integer) && (indent->i < 0 || indent->i > 64)) fail(line, "filter 'tojson': indent outside 0..64");
       std::string out;
       to_json(out, v, indent && indent->is(K::integer) ? static_cast<int>(indent->i) : 0, 0, line);
       return value::string(std::move(out));
@@ -2141,6 +2212,7 @@ class interpreter {
       const value* width = arg(args, kwargs, 0, "width");
       const value* first = arg(args, kwargs, 1, "first");
       const value* blank = arg(args, kwargs, 2, "blank");
+      if (width && width->is(K::integer) && (width->i < 0 || width->i > 4096)) fail(line, "filter 'indent': width outside 0..4096");
       const std::string pad = width && width->is(K::string) ? width->s : std::string(width && width->is(K::integer) ? static_cast<std::size_t>(width->i) : 4, ' ');
       const std::string s = to_text(v);
       std::string out;
