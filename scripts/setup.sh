@@ -20,6 +20,7 @@ packages=(
   mesa-vulkan-drivers vulkan-validationlayers     # lavapipe + validation (tests)
   vulkan-tools
   python3 python3-matplotlib                      # scripts/bench_report.py (plots; a ctest runs it)
+  python3-jinja2                                  # chat templates: Python's Jinja as a second reference (tests/text)
 )
 
 # node and npm run the tokenizer tests' reference; a node installed otherwise (e.g. with
