@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // scripts/tokenizer_cli_check.mjs — examples/tokenize against the npm reference, process
 // to process: for a sample of tests/text/data/texts.json (the empty text, newlines, special
-// tokens, every script) and both tokenizers, `tokenize DIR` and `tokenize DIR --no-special`
+// tokens, non-ASCII text) and both tokenizers, `tokenize DIR` and `tokenize DIR --no-special`
 // must print the reference's ids, and `tokenize DIR --decode` (and with --no-special) its
 // decoded text, byte for byte. Exit status 1 on any difference.
 //
@@ -19,7 +19,12 @@ if (!textsFile) {
 const require = createRequire(path.resolve(npmDir) + "/");
 const { TokenizerLoader } = require("@lenml/tokenizers");
 const all = JSON.parse(fs.readFileSync(textsFile, "utf8"));
-const texts = all.filter((t, i) => i % 25 === 0 || t.includes("<s>") || t.includes("<|") || t.includes("\r\n")).slice(0, 12);
+// the CLI's plumbing (stdin whole, newlines, special tokens, the empty text): a few texts,
+// each run a process that loads the tokenizer again; the library itself is checked on all
+// of texts.json in-process (tests/text)
+const pick = (f) => all.find(f);
+const texts = [...new Set([pick((t) => t === ""), pick((t) => t.includes("<s>") || t.includes("<|")), pick((t) => t.includes("\r\n")),
+                            pick((t) => /[^\x00-\x7f]/.test(t) && t.length > 40), all[25]].filter((t) => t !== undefined))];
 
 const run = (args, input) => execFileSync(binary, args, { input: Buffer.from(input, "utf8"), maxBuffer: 1 << 26, stdio: ["pipe", "pipe", "pipe"] }).toString("utf8");
 let checks = 0, failures = 0;

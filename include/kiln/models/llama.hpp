@@ -384,7 +384,7 @@ tensor<float, B> model<W, B>::forward(std::span<const std::int32_t> ids, bool al
 }
 
 // kiln's own programs (tests, benchmarks, examples) link kiln_llama_instances, which
-// compiles the decoders they use once (src/llama_instances_*.cpp) and defines
+// compiles the decoders they use once (src/llama_instances_{cpu,vulkan}.cpp) and defines
 // KILN_LLAMA_INSTANCES for them: their translation units then skip the decoder's
 // instantiation (it was most of their compile time). Other programs instantiate as usual.
 #if defined(KILN_LLAMA_INSTANCES)
