@@ -29,18 +29,7 @@ inline std::string clean_up_tokenization(std::string s) {
   static const std::pair<const char*, const char*> rules[] = {
       {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
       {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-  for (const auto& [from, to] : rules) {
-    const std::string_view f = from;
-    std::string out;
-    std::size_t pos = 0;
-    for (std::size_t k = s.find(f); k != std::string::npos; k = s.find(f, pos)) {
-      out.append(s, pos, k - pos);
-      out += to;
-      pos = k + f.size();
-    }
-    out.append(s, pos);
-    s = std::move(out);
-  }
+  for (const auto& [from, to] : rules) s = replace_all(s, from, to);
   return s;
 }
 
@@ -157,17 +146,8 @@ class metaspace_decoder final : public decoder {
   metaspace_decoder(std::string replacement, prepend_scheme scheme) : replacement_(std::move(replacement)), scheme_(scheme) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const std::string with = i == 0 && scheme_ != prepend_scheme::never ? "" : " ";
-      std::string out;
-      const std::string& t = tokens[i];
-      std::size_t pos = 0;
-      for (std::size_t k = t.find(replacement_); k != std::string::npos; k = t.find(replacement_, pos)) {
-        out.append(t, pos, k - pos);
-        out += with;
-        pos = k + replacement_.size();
-      }
-      out.append(t, pos);
-      tokens[i] = std::move(out);
+      const std::string_view with = i == 0 && scheme_ != prepend_scheme::never ? "" : " ";
+      tokens[i] = replace_all(tokens[i], replacement_, with);
     }
   }
 
@@ -200,19 +180,8 @@ class bpe_decoder final : public decoder {
   explicit bpe_decoder(std::string suffix) : suffix_(std::move(suffix)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const std::string with = i + 1 == tokens.size() ? "" : " ";
-      std::string& t = tokens[i];
-      std::string out;
-      std::size_t pos = 0;
-      if (!suffix_.empty()) {
-        for (std::size_t k = t.find(suffix_); k != std::string::npos; k = t.find(suffix_, pos)) {
-          out.append(t, pos, k - pos);
-          out += with;
-          pos = k + suffix_.size();
-        }
-      }
-      out.append(t, pos);
-      t = std::move(out);
+      const std::string_view with = i + 1 == tokens.size() ? "" : " ";
+      tokens[i] = replace_all(tokens[i], suffix_, with);
     }
   }
 

@@ -90,22 +90,24 @@ inline pattern get_pattern(const json& j, std::string_view key, const std::strin
   return p;
 }
 
+/// Replaces every occurrence of `from` in s with `to` (s itself when from is empty).
+inline std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  if (from.empty()) return std::string(s);
+  std::string out;
+  std::size_t pos = 0;
+  for (std::size_t k = s.find(from); k != std::string_view::npos; k = s.find(from, pos)) {
+    out.append(s.substr(pos, k - pos));
+    out.append(to);
+    pos = k + from.size();
+  }
+  out.append(s.substr(pos));
+  return out;
+}
+
 /// Replaces every match of p in s with content (taken literally).
 inline std::string replace_all(std::string_view s, const pattern& p, std::string_view content) {
+  if (p.literal) return replace_all(s, std::string_view(p.text), content);
   std::string out;
-  if (p.literal) {
-    if (p.text.empty()) return std::string(s);
-    std::size_t pos = 0;
-    for (;;) {
-      const std::size_t k = s.find(p.text, pos);
-      if (k == std::string_view::npos) break;
-      out.append(s.substr(pos, k - pos));
-      out.append(content);
-      pos = k + p.text.size();
-    }
-    out.append(s.substr(pos));
-    return out;
-  }
   std::size_t pos = 0;
   p.re->for_each_match(s, [&](std::size_t b, std::size_t e) {
     out.append(s.substr(pos, b - pos));
