@@ -36,5 +36,6 @@
 #include "kiln/cpu/reduce/cumsum.hpp"
 #include "kiln/cpu/gemm/driver.hpp"
 #include "kiln/cpu/attention/flash.hpp"
+#include "kiln/cpu/attention/paged.hpp"
 #include "kiln/cpu/position/position.hpp"
 #include "kiln/cpu/quant/quant.hpp"

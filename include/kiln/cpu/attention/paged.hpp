@@ -1,0 +1,338 @@
+// kiln/cpu/attention/paged.hpp — kiln::paged_attention and kiln::paged_write on the CPU.
+//
+// paged_attention is flash.hpp's rows path with keys and values found through the block
+// tables: a task is a block of up to `max_rows` rows of one (sequence, kv head) group
+// (the query heads sharing a kv head together, so a block reads each key once), keys in
+// tiles of 256 from position 0. A tile's scores are dot products of the q rows with key
+// rows read in place, one run per pool block (a block's rows of a kv head are
+// contiguous); the online softmax runs over the whole tile (cpu_attn::update_row); p v
+// goes in sub-tiles of 16 keys, each key's v row found through the table. Tile and
+// sub-tile boundaries, the dot products, the softmax and the accumulation order are the
+// contiguous rows path's, so a statement the contiguous kernel runs on its rows path
+// without a key split (decoding on one thread) gives the same bits. Not done here (yet):
+// the key split of a long context over threads when the tasks are fewer than the threads
+// (one sequence with one kv head), and the tiled (GEMM micro-kernel) path for long
+// prefill chunks.
+//
+// The tables and lengths are checked before anything runs (check_paged_host).
+// paged_write copies each new row (its prologue evaluated) to its pool row.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "kiln/cpu/attention/flash.hpp"  // cpu_attn: update_row, scale_row, arena, neg_inf
+#include "kiln/cpu/gemm/kernel.hpp"
+#include "kiln/cpu/scheduler.hpp"
+#include "kiln/cpu/structural.hpp"
+#include "kiln/ops/attention/paged_attention.hpp"
+#include "kiln/ops/attention/paged_write.hpp"
+#include "kiln/ops/elementwise/tanh.hpp"
+
+namespace kiln::detail {
+namespace cpu_paged {
+
+using cpu_attn::neg_inf;
+using cpu_gemm::fvec;
+using cpu_gemm::tile;
+
+inline constexpr index_t key_tile = 256;  // flash.hpp's rows path
+inline constexpr index_t pv_tile = 16;
+inline constexpr index_t max_rows = 16;   // rows per task (a decode group is Hq / Hkv)
+
+template <class A, class Io, class S>
+struct kernel {
+  using KT = typename std::remove_cvref_t<decltype(std::get<0>(std::declval<S>().params).t)>::value_type;
+  using VT = typename std::remove_cvref_t<decltype(std::get<1>(std::declval<S>().params).t)>::value_type;
+  static constexpr index_t L = tile<A>::L;
+
+  const Io& io;
+  const paged_dims d;
+  const KT* k;
+  const VT* v;
+  index_t ks[3], vs[3];  // block, head, row
+  const std::int32_t* tables;
+  index_t ts0, ts1;
+  const std::int32_t* lens;
+  index_t ls0;
+  float scale, softcap;
+  bool causal;
+  index_t blocks_per_group;  // tasks per (sequence, kv head)
+
+  kernel(const Io& io_, const S& s) : io(io_), d(paged_attention_dims_of(s)) {
+    const auto& kt = std::get<0>(s.params).t;
+    const auto& vt = std::get<1>(s.params).t;
+    const auto& tt = std::get<2>(s.params).t;
+    const auto& lt = std::get<3>(s.params).t;
+    k = kt.data();
+    v = vt.data();
+    for (int i = 0; i < 3; ++i) {
+      ks[i] = kt.strides()[i];
+      vs[i] = vt.strides()[i];
+    }
+    tables = tt.data();
+    ts0 = tt.strides()[0];
+    ts1 = tt.strides()[1];
+    lens = lt.data();
+    ls0 = lt.strides()[0];
+    scale = s.op.scale;
+    softcap = s.op.softcap;
+    causal = s.op.causal;
+    blocks_per_group = (d.group() * d.Sq + max_rows - 1) / max_rows;
+  }
+
+  index_t ldo() const noexcept { return (d.Dv + L - 1) / L * L; }
+
+  std::size_t scratch_bytes() const {
+    using cpu_attn::floats_bytes;
+    const std::size_t r = std::size_t(max_rows);
+    return floats_bytes(r * std::size_t(d.D)) + floats_bytes(r * std::size_t(key_tile)) +
+           floats_bytes(r * std::size_t(ldo())) + 2 * floats_bytes(r) + 1024;
+  }
+
+  /// Keys [j, j + n) of sequence b, kv head h: a run inside one pool block.
+  const KT* key_row(index_t b, index_t h, index_t j) const {
+    const index_t blk = tables[b * ts0 + (j / d.bs) * ts1];
+    return k + blk * ks[0] + h * ks[1] + (j % d.bs) * ks[2];
+  }
+  const VT* value_row(index_t b, index_t h, index_t j) const {
+    const index_t blk = tables[b * ts0 + (j / d.bs) * ts1];
+    return v + blk * vs[0] + h * vs[1] + (j % d.bs) * vs[2];
+  }
+
+  void run_task(index_t t) const {
+    const index_t grp = t / blocks_per_group, blk = t % blocks_per_group;
+    const index_t b = grp / d.Hkv, h = grp % d.Hkv;
+    const index_t r0 = blk * max_rows, r1 = std::min(d.group() * d.Sq, r0 + max_rows), rows = r1 - r0;
+    if (rows <= 0) return;
+    const index_t len = lens[b * ls0];
+    const index_t grow = (b * d.Hq + h * d.group()) * d.Sq;  // the group's first row of q and of the output
+    cpu_attn::arena ar{cpu_scheduler::scratch(scratch_bytes())};
+    float* q = ar.take(std::size_t(max_rows * d.D));
+    float* sbuf = ar.take(std::size_t(max_rows * key_tile));
+    float* o = ar.take(std::size_t(max_rows * ldo()));
+    float* m = ar.take(std::size_t(max_rows));
+    float* l = ar.take(std::size_t(max_rows));
+
+    io.load((grow + r0) * d.D, (grow + r1) * d.D, q);
+    {
+      const fvec<A> sv(scale);
+      const index_t n = rows * d.D;
+      index_t i = 0;
+      for (; i + L <= n; i += L) cpu_gemm::vstore<A>(q + i, cpu_gemm::vload<A>(q + i) * sv);
+      for (; i < n; ++i) q[i] *= scale;
+    }
+    for (index_t r = 0; r < rows; ++r) {
+      m[r] = neg_inf;
+      l[r] = 0.0f;
+    }
+    std::fill(o, o + rows * ldo(), 0.0f);
+
+    // query index of row r: (r0 + r) % Sq; causal: it sees keys <= i + len - Sq
+    const auto query_of = [&](index_t r) { return (r0 + r) % d.Sq; };
+    index_t ke = len;
+    index_t first_q = 0;
+    if (causal) {
+      index_t last_q = 0;
+      first_q = d.Sq;
+      for (index_t r = 0; r < rows; ++r) {
+        last_q = std::max(last_q, query_of(r));
+        first_q = std::min(first_q, query_of(r));
+      }
+      ke = std::clamp<index_t>(last_q + len - d.Sq + 1, 0, len);
+    }
+    for (index_t j0 = 0; j0 < ke; j0 += key_tile) {
+      const index_t n = std::min(key_tile, ke - j0);
+      const index_t npad = (n + L - 1) / L * L;
+      for (index_t j = j0; j < j0 + n;) {  // a run of keys inside one pool block
+        const index_t run = std::min(d.bs - j % d.bs, j0 + n - j);
+        dots(key_row(b, h, j), run, q, rows, sbuf + (j - j0));
+        j += run;
+      }
+      finish(sbuf, rows, j0, n, npad, len, first_q, query_of);
+      for (index_t r = 0; r < rows; ++r) {
+        const float a = cpu_attn::update_row<A>(sbuf + r * key_tile, npad, m[r], l[r]);
+        if (a != 1.0f) cpu_attn::scale_row<A>(o + r * ldo(), d.Dv, a);
+      }
+      for (index_t s0 = 0; s0 < n; s0 += pv_tile) {
+        const index_t nj = std::min(pv_tile, n - s0);
+        const VT* vr[pv_tile];
+        for (index_t jj = 0; jj < nj; ++jj) vr[jj] = value_row(b, h, j0 + s0 + jj);
+        index_t r = 0;
+        for (; r + 4 <= rows; r += 4) pv_rows<4>(vr, nj, sbuf + r * key_tile + s0, o + r * ldo());
+        switch (rows - r) {
+          case 3: pv_rows<3>(vr, nj, sbuf + r * key_tile + s0, o + r * ldo()); break;
+          case 2: pv_rows<2>(vr, nj, sbuf + r * key_tile + s0, o + r * ldo()); break;
+          case 1: pv_rows<1>(vr, nj, sbuf + r * key_tile + s0, o + r * ldo()); break;
+          default: break;
+        }
+      }
+    }
+    // o / l row by row, compacted to rows x Dv (cpu_attn::flash::finish_rows)
+    for (index_t r = 0; r < rows; ++r) {
+      const float* src = o + r * ldo();
+      float* dst = o + r * d.Dv;
+      if (l[r] == 0.0f) {
+        std::fill(dst, dst + d.Dv, 0.0f);
+        continue;
+      }
+      const float inv = 1.0f / l[r];
+      for (index_t c = 0; c < d.Dv; ++c) dst[c] = src[c] * inv;
+    }
+    io.store((grow + r0) * d.Dv, (grow + r1) * d.Dv, o);
+  }
+
+  /// Scores of `rows` q rows against n keys from kr (rows ks[2] apart) into s (rows
+  /// key_tile apart): the contiguous rows path's dot products.
+  void dots(const KT* kr, index_t n, const float* q, index_t rows, float* s) const {
+    index_t r = 0;
+    for (; r + 4 <= rows; r += 4) dots_r<4>(kr, n, q + r * d.D, s + r * key_tile);
+    switch (rows - r) {
+      case 3: dots_r<3>(kr, n, q + r * d.D, s + r * key_tile); break;
+      case 2: dots_r<2>(kr, n, q + r * d.D, s + r * key_tile); break;
+      case 1: dots_r<1>(kr, n, q + r * d.D, s + r * key_tile); break;
+      default: break;
+    }
+  }
+  template <int R>
+  void dots_r(const KT* kr, index_t n, const float* q, float* s) const {
+    constexpr int NB = R <= 2 ? 4 : 2;
+    const index_t kst = ks[2];
+    index_t j = 0;
+    for (; j + NB <= n; j += NB) {
+      if (j + 8 < n) {  // the keys 8 ahead (a block is read in order)
+        const char* pk = reinterpret_cast<const char*>(kr + (j + 8) * kst);
+        for (index_t c = 0; c < d.D * index_t(sizeof(KT)); c += 64) __builtin_prefetch(pk + c, 0, 0);
+      }
+      cpu_gemm::dot<A, R, NB>(d.D, q, kr + j * kst, kst, s + j, key_tile);
+    }
+    for (; j < n; ++j) cpu_gemm::dot<A, R, 1>(d.D, q, kr + j * kst, kst, s + j, key_tile);
+  }
+
+  /// The cap, padding and causality of a tile of scores (scorer::finish in flash.hpp).
+  template <class Q>
+  void finish(float* s, index_t rows, index_t j0, index_t n, index_t npad, index_t len, index_t first_q,
+              const Q& query_of) const {
+    using V = fvec<A>;
+    const bool capped = softcap > 0.0f;
+    const bool causal_cut = causal && j0 + n - 1 > first_q + len - d.Sq;
+    for (index_t r = 0; r < rows; ++r) {
+      float* sr = s + r * key_tile;
+      for (index_t j = n; j < npad; ++j) sr[j] = neg_inf;
+      if (capped) {
+        const V c(softcap), ic(1.0f / softcap);
+        for (index_t j = 0; j < npad; j += L) cpu_gemm::vstore<A>(sr + j, c * tanh_approx(cpu_gemm::vload<A>(sr + j) * ic));
+        for (index_t j = n; j < npad; ++j) sr[j] = neg_inf;
+      }
+      if (causal_cut) {
+        const index_t last = std::min(len - 1, query_of(r) + len - d.Sq);
+        for (index_t j = std::max<index_t>(0, last + 1 - j0); j < n; ++j) sr[j] = neg_inf;
+      }
+    }
+  }
+
+  /// o[R rows] += p[R rows, nj keys] v[nj rows] (flash.hpp's pv_rows, rows by pointer).
+  template <int R>
+  void pv_rows(const VT* const* vr, index_t nj, const float* pr, float* o) const {
+    using V = fvec<A>;
+    const index_t dv = d.Dv;
+    index_t c = 0;
+    for (; c + 2 * L <= dv; c += 2 * L) {
+      V acc[R][2];
+      for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V(0.0f);
+      for (index_t j = 0; j < nj; ++j) {
+        const V x0 = cpu_gemm::vload<A>(vr[j] + c), x1 = cpu_gemm::vload<A>(vr[j] + c + L);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const V pj(pr[r * key_tile + j]);
+          acc[r][0] = cpu_gemm::vfma<A>(pj, x0, acc[r][0]);
+          acc[r][1] = cpu_gemm::vfma<A>(pj, x1, acc[r][1]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        float* orow = o + r * ldo() + c;
+        cpu_gemm::vstore<A>(orow, cpu_gemm::vload<A>(orow) + acc[r][0]);
+        cpu_gemm::vstore<A>(orow + L, cpu_gemm::vload<A>(orow + L) + acc[r][1]);
+      }
+    }
+    for (; c < dv; ++c) {
+      float acc[R] = {};
+      for (index_t j = 0; j < nj; ++j) {
+        const float x = static_cast<float>(vr[j][c]);
+        for (int r = 0; r < R; ++r) acc[r] += pr[r * key_tile + j] * x;
+      }
+      for (int r = 0; r < R; ++r) o[r * ldo() + c] += acc[r];
+    }
+  }
+};
+
+}  // namespace cpu_paged
+
+template <class KT, class VT>
+struct cpu_structural_kernel<paged_attention_op<KT, VT>> {
+  template <class A, class Io, class S>
+  static void run(const cpu_state& state, const Io& io, const S& s, axis_split) {
+    const paged_dims d = paged_attention_dims_of(s);
+    const auto& tt = std::get<2>(s.params).t;
+    const auto& lt = std::get<3>(s.params).t;
+    check_paged_host(paged_attention_op<KT, VT>::name, tt.data(), tt.strides()[0], tt.strides()[1], lt.data(),
+                     lt.strides()[0], d, 0, paged_attention_operands(s));
+    if (d.B == 0 || d.Hq == 0 || d.Sq == 0 || d.Dv == 0) return;
+    const cpu_paged::kernel<A, Io, S> kn(io, s);
+    double keys = 0.0;
+    for (index_t b = 0; b < d.B; ++b) keys += double(lt.data()[b * lt.strides()[0]]);
+    const double work = keys * double(d.Hq) * double(d.Sq) * double(d.D + d.Dv);
+    const index_t tasks = d.B * d.Hkv * kn.blocks_per_group;
+    const int threads = static_cast<int>(
+        std::min<double>(std::clamp(work / double(1 << 18), 1.0, double(std::max(1, state.num_threads))), double(tasks)));
+    cpu_loop::for_tasks(tasks, threads, [&](index_t t) { kn.run_task(t); });
+  }
+
+  template <class A, class S>
+  static std::string variant(const S&) {
+    return "cpu.paged_attention.rows";
+  }
+};
+
+template <>
+struct cpu_structural_kernel<paged_write_op> {
+  template <class A, class Io, class S>
+  static void run(const cpu_state& state, const Io& io, const S& s, axis_split) {
+    const paged_dims d = paged_write_dims_of(s);
+    const auto& tt = std::get<0>(s.params).t;
+    const auto& st = std::get<1>(s.params).t;
+    const std::int32_t* tables = tt.data();
+    const std::int32_t* starts = st.data();
+    const index_t ts0 = tt.strides()[0], ts1 = tt.strides()[1], ss0 = st.strides()[0];
+    check_paged_host(paged_write_op::name, tables, ts0, ts1, starts, ss0, d, d.Sq, paged_write_operands(s));
+    const index_t rows = d.B * d.Hkv * d.Sq;
+    if (rows == 0 || d.D == 0) return;
+    // tasks of whole rows, about a buffer (cpu_loop::block_elements) each
+    const index_t per = std::max<index_t>(1, cpu_loop::block_elements / d.D);
+    const index_t tasks = (rows + per - 1) / per;
+    const double elements = double(rows) * double(d.D);
+    const int threads = cpu_loop::structural_threads(state, elements, 2.0, tasks);
+    using V = typename Io::in_type;
+    cpu_loop::for_tasks(tasks, threads, [&](index_t t) {
+      V* const buf = reinterpret_cast<V*>(cpu_scheduler::scratch(std::size_t(d.D + 16) * sizeof(V)));
+      for (index_t r = t * per; r < std::min(rows, (t + 1) * per); ++r) {
+        const index_t b = r / (d.Hkv * d.Sq), h = (r / d.Sq) % d.Hkv;
+        const index_t pos = starts[b * ss0] + r % d.Sq;
+        const index_t blk = tables[b * ts0 + (pos / d.bs) * ts1];
+        io.load(r * d.D, (r + 1) * d.D, buf);
+        const index_t at = ((blk * d.Hkv + h) * d.bs + pos % d.bs) * d.D;
+        io.store(at, at + d.D, buf);
+      }
+    });
+  }
+
+  template <class A, class S>
+  static std::string variant(const S&) {
+    return "cpu.paged_write";
+  }
+};
+
+}  // namespace kiln::detail
