@@ -1,13 +1,15 @@
 # cmake -P driver for the packaging checks: configure, build and run one consumer project
-# from scratch, optionally after installing kiln into a prefix first.
+# from scratch against kiln's install tree, its build tree or its source tree.
 #
 # Variables (-D):
 #   KILN_SOURCE_DIR   kiln's source tree
 #   CONSUMER_DIR      the consumer project's source
 #   WORK_DIR          scratch folder (emptied first)
-#   MODE              find_package (install kiln to WORK_DIR/prefix, then find it),
-#                     build_tree (find kiln's exported build tree, nothing installed) or
+#   MODE              find_package (find kiln in the install tree PREFIX),
+#                     build_tree (find kiln's exported build tree KILN_BUILD_DIR) or
 #                     add_subdirectory (the consumer adds KILN_SOURCE_DIR)
+#   PREFIX            find_package: the install tree (made by install_tree.cmake)
+#   KILN_BUILD_DIR    build_tree: a kiln build folder (KILN_INSTALL=ON), kiln's libraries built
 #   GENERATOR, GENERATOR_PLATFORM, GENERATOR_TOOLSET, MAKE_PROGRAM, CXX_COMPILER,
 #   TOOLCHAIN_FILE, BUILD_TYPE, EXE_SUFFIX: the outer build's settings, handed on
 cmake_minimum_required(VERSION 3.24)
@@ -51,30 +53,27 @@ file(MAKE_DIRECTORY "${WORK_DIR}")
 set(consumer_args)
 
 if(MODE STREQUAL "find_package")
-  set(prefix "${WORK_DIR}/prefix")
-  step("configure kiln" "${CMAKE_COMMAND}" -S "${KILN_SOURCE_DIR}" -B "${WORK_DIR}/kiln-build" ${common_args}
-       "-DCMAKE_INSTALL_PREFIX=${prefix}" -DKILN_INSTALL=ON -DKILN_BUILD_TESTS=OFF
-       -DKILN_BUILD_BENCHMARKS=OFF -DKILN_BUILD_EXAMPLES=OFF)
-  step("build kiln" "${CMAKE_COMMAND}" --build "${WORK_DIR}/kiln-build" --config "${BUILD_TYPE}" -j2)
-  step("install kiln" "${CMAKE_COMMAND}" --install "${WORK_DIR}/kiln-build" --config "${BUILD_TYPE}")
+  if(NOT PREFIX OR NOT EXISTS "${PREFIX}/include/kiln/kiln.hpp")
+    message(FATAL_ERROR "run_consumer.cmake: -DPREFIX=... must be kiln's install tree (the cmake.install check makes it)")
+  endif()
   foreach(f include/kiln/kiln.hpp include/kiln/eigen.hpp)
-    if(NOT EXISTS "${prefix}/${f}")
+    if(NOT EXISTS "${PREFIX}/${f}")
       message(FATAL_ERROR "the install tree lacks ${f}")
     endif()
   endforeach()
-  file(GLOB_RECURSE config_files "${prefix}/*/kilnConfig.cmake")
+  file(GLOB_RECURSE config_files "${PREFIX}/*/kilnConfig.cmake")
   if(NOT config_files)
     message(FATAL_ERROR "the install tree has no kilnConfig.cmake")
   endif()
   # only the install prefix may provide kiln: no package registry, no build tree
-  list(APPEND consumer_args "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+  list(APPEND consumer_args "-DCMAKE_PREFIX_PATH=${PREFIX}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
        -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
 elseif(MODE STREQUAL "build_tree")
-  step("configure kiln" "${CMAKE_COMMAND}" -S "${KILN_SOURCE_DIR}" -B "${WORK_DIR}/kiln-build" ${common_args}
-       -DKILN_INSTALL=ON -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCHMARKS=OFF -DKILN_BUILD_EXAMPLES=OFF)
-  # the exported targets name the build tree's kiln::runtime library: build it first
-  step("build kiln" "${CMAKE_COMMAND}" --build "${WORK_DIR}/kiln-build" --config "${BUILD_TYPE}" -j2)
-  list(APPEND consumer_args "-Dkiln_DIR=${WORK_DIR}/kiln-build" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+  # the build under test: its exported targets name its own kiln::runtime, already built
+  if(NOT KILN_BUILD_DIR OR NOT EXISTS "${KILN_BUILD_DIR}/kilnConfig.cmake")
+    message(FATAL_ERROR "run_consumer.cmake: -DKILN_BUILD_DIR=... must be a kiln build folder with KILN_INSTALL=ON")
+  endif()
+  list(APPEND consumer_args "-Dkiln_DIR=${KILN_BUILD_DIR}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
        -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
 elseif(MODE STREQUAL "add_subdirectory")
   list(APPEND consumer_args "-DKILN_SOURCE_DIR=${KILN_SOURCE_DIR}")

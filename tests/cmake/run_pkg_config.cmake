@@ -1,4 +1,4 @@
-# cmake -P driver for the pkg-config check: build and install kiln into a prefix, then build
+# cmake -P driver for the pkg-config check: in kiln's install tree (install_tree.cmake), build
 # examples/hello.cpp (and, with KILN_VULKAN, pkg_config/vulkan_hello.cpp) with the plain
 # compiler and `pkg-config --cflags --libs`, no CMake involved, and run them: header-only
 # (kiln.pc, kiln-vulkan.pc) and with the runtime compiled once (kiln-runtime.pc, kiln-vulkan-runtime.pc).
@@ -6,13 +6,13 @@
 # Variables (-D):
 #   KILN_SOURCE_DIR   kiln's source tree
 #   WORK_DIR          scratch folder (emptied first)
+#   PREFIX            kiln's install tree
 #   CXX_COMPILER      the compiler (g++), called directly
 #   PKG_CONFIG        the pkg-config program
-#   KILN_VULKAN       ON: install kiln-vulkan.pc too and build the Vulkan program
-#   GENERATOR, MAKE_PROGRAM: for configuring kiln's install
+#   KILN_VULKAN       ON: the install tree has kiln-vulkan.pc too; build the Vulkan program
 cmake_minimum_required(VERSION 3.24)
 
-foreach(v KILN_SOURCE_DIR WORK_DIR CXX_COMPILER PKG_CONFIG GENERATOR)
+foreach(v KILN_SOURCE_DIR WORK_DIR CXX_COMPILER PKG_CONFIG)
   if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
     message(FATAL_ERROR "run_pkg_config.cmake: -D${v}=... is required")
   endif()
@@ -29,18 +29,12 @@ function(step what)
   set(step_output "${out}" PARENT_SCOPE)
 endfunction()
 
+if(NOT PREFIX OR NOT EXISTS "${PREFIX}/include/kiln/kiln.hpp")
+  message(FATAL_ERROR "run_pkg_config.cmake: -DPREFIX=... must be kiln's install tree (the cmake.install check makes it)")
+endif()
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
-set(prefix "${WORK_DIR}/prefix")
-set(configure_args -G "${GENERATOR}")
-if(MAKE_PROGRAM)
-  list(APPEND configure_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
-endif()
-step("configure kiln" "${CMAKE_COMMAND}" -S "${KILN_SOURCE_DIR}" -B "${WORK_DIR}/kiln-build" ${configure_args}
-     "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_INSTALL_PREFIX=${prefix}" -DKILN_INSTALL=ON
-     "-DKILN_VULKAN=${KILN_VULKAN}" -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCHMARKS=OFF -DKILN_BUILD_EXAMPLES=OFF)
-step("build kiln" "${CMAKE_COMMAND}" --build "${WORK_DIR}/kiln-build" -j2)  # kiln::runtime (and kiln::vulkan_runtime)
-step("install kiln" "${CMAKE_COMMAND}" --install "${WORK_DIR}/kiln-build")
+set(prefix "${PREFIX}")
 
 file(GLOB_RECURSE pc_files "${prefix}/*/kiln.pc")
 if(NOT pc_files)
