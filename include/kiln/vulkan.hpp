@@ -33,3 +33,4 @@
 #include "kiln/vulkan/ops/attention.hpp"
 #include "kiln/vulkan/ops/quant.hpp"
 #include "kiln/vulkan/ops/position.hpp"
+#include "kiln/vulkan/ops/paged_attention.hpp"
