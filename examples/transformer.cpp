@@ -1,28 +1,55 @@
-// examples/transformer.cpp — greedy generation with a Llama-architecture checkpoint
-// (Hugging Face directory: config.json + *.safetensors), the decoder of
-// kiln/models/llama.hpp. Token ids in, token ids out (no tokenizer).
+// examples/transformer.cpp — text generation with a Llama-architecture checkpoint
+// (Hugging Face directory: config.json + *.safetensors, and tokenizer.json for text), the
+// decoder of kiln/models/llama.hpp, kiln::text's tokenizer and chat template, and
+// kiln::sample on the logits' device.
 //
-//   transformer MODEL_DIR --ids 1,15043,29892 --steps 32 [--backend cpu|vulkan]
-//               [--weights f32|f16|bf16|int8|int4] [--threads N] [--max-len N] [--logits FILE]
+//   transformer MODEL_DIR --prompt "Once upon a time" --steps 64 --temperature 0.8 --top-p 0.95
+//   echo "Why is the sky blue?" | transformer MODEL_DIR --chat --system "Be brief."
+//   transformer MODEL_DIR --ids 1,15043,29892 --steps 32 [--logits FILE]
 //
-// Prints the generated ids on one line, then prefill and decode tokens/s. --logits FILE
-// writes one row of vocab_size little-endian float32 logits per generated token: row i
-// holds the logits that chose token i (row 0: the prompt's last position). --weights
-// picks the dtype the weights are kept in (default f32; converted at load from the
-// file's dtype; int8 and int4 quantize the projections and the LM head at load, the
-// embedding and norms stay f32); activations and the KV cache are float32.
+// Text (--prompt TEXT, or standard input without --prompt and --ids): the prompt is
+// encoded by the tokenizer (with --chat: rendered by the tokenizer's chat template as a
+// user message, after --system's, with the generation prompt, then encoded without
+// adding special tokens, as transformers' apply_chat_template does); the generated text is
+// streamed to standard output as it is decoded; generation ends after --steps tokens, at
+// an end-of-sequence id (generation_config.json / config.json, else the tokenizer's
+// eos_token; --ignore-eos keeps going)
+// or at a --stop string (not printed). Then prefill and decode tokens/s on standard error
+// (with --print-ids, the prompt's and the generated ids too).
+// Ids (--ids): exactly --steps ids are generated and printed on one line, then prefill and
+// decode tokens/s, as before text came in. --logits FILE writes one row of vocab_size
+// little-endian float32 logits per generated token: row i holds the logits that chose
+// token i (row 0: the prompt's last position).
+// Sampling (both modes): greedy unless --temperature > 0; then --top-k, --top-p, --min-p,
+// --repeat-penalty / --presence-penalty over the last --repeat-last-n ids (prompt
+// included), in llama.cpp's order (kiln/ops/sampling/sample.hpp), and --seed names the
+// run: the same seed and flags repeat the same tokens on a backend (without --seed a
+// random one is picked and printed on standard error). --weights picks the dtype the
+// weights are kept in (default f32; int8 and int4 quantize the projections and the LM
+// head at load); activations and the KV cache are float32.
 #include <kiln/kiln.hpp>
 #include <kiln/models/llama.hpp>
 #ifdef KILN_EXAMPLE_VULKAN
 #include <kiln/vulkan.hpp>
 #endif
+#include <kiln/sampling.hpp>  // after kiln/vulkan.hpp: with its Vulkan kernel
+#include <kiln/text/chat_template.hpp>
+#include <kiln/text/eos.hpp>
+#include <kiln/text/stop_strings.hpp>
+#include <kiln/text/tokenizer.hpp>
 
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <optional>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -31,104 +58,236 @@
 namespace {
 
 struct args {
-  std::string dir, backend = "cpu", weights = "f32", logits;
+  std::string dir, backend = "cpu", weights = "f32", logits, ids_text, tokenizer, system, prompt;
+  bool has_prompt = false, has_seed = false;
   std::vector<std::int32_t> ids;
-  long steps = 32, threads = 0, max_len = 0;
+  long steps = 32, threads = 0, max_len = 0, repeat_last_n = 64;
+  bool chat = false, ignore_eos = false, print_ids = false;
+  std::uint64_t seed = 0;
+  kiln::sampling_options sampling;
+  std::vector<std::string> stops;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::cerr << "transformer: " << why << "\n"
-            << "usage: transformer MODEL_DIR --ids 1,15043,29892 --steps 32 [--backend cpu|vulkan]\n"
-               "                   [--weights f32|f16|bf16|int8|int4] [--threads N] [--max-len N] [--logits FILE]\n";
-  std::exit(2);
-}
-
-long number(const std::string& flag, const std::string& s) {
-  try {
-    std::size_t used = 0;
-    const long v = std::stol(s, &used);
-    if (used == s.size()) return v;
-  } catch (const std::exception&) {
-  }
-  usage(flag + " needs an integer, got '" + s + "'");
-}
-
-args parse(int argc, char** argv) {
-  args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(f + " needs a value");
-      return argv[++i];
-    };
-    if (f == "--ids") {
-      std::stringstream ss(value());
-      for (std::string t; std::getline(ss, t, ',');) {
-        const long v = number("--ids", t);
-        if (v < 0 || v > INT32_MAX) usage("token id " + t + " is out of range");
-        a.ids.push_back(static_cast<std::int32_t>(v));
+/// "1,15043,29892" (commas and/or spaces) as ids; throws CLI::ValidationError naming the bad one.
+std::vector<std::int32_t> parse_ids(const std::string& text) {
+  std::vector<std::int32_t> ids;
+  std::string t;
+  std::stringstream ss(text);
+  while (ss >> std::ws && std::getline(ss, t, ',')) {
+    std::stringstream parts(t);
+    for (std::string w; parts >> w;) {
+      std::size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(w, &used);
+      } catch (const std::exception&) {
+        used = 0;
       }
-    } else if (f == "--steps") {
-      a.steps = number(f, value());
-    } else if (f == "--backend") {
-      a.backend = value();
-    } else if (f == "--weights") {
-      a.weights = value();
-    } else if (f == "--threads") {
-      a.threads = number(f, value());
-    } else if (f == "--max-len") {
-      a.max_len = number(f, value());
-    } else if (f == "--logits") {
-      a.logits = value();
-    } else if (f == "--help" || f == "-h") {
-      usage("greedy generation with a Llama checkpoint");
-    } else if (!f.empty() && f[0] == '-') {
-      usage("unknown option " + f);
-    } else if (a.dir.empty()) {
-      a.dir = f;
-    } else {
-      usage("more than one model directory");
+      if (used != w.size()) throw CLI::ValidationError("--ids", "'" + w + "' is not a token id");
+      if (v < 0 || v > INT32_MAX) throw CLI::ValidationError("--ids", "token id " + w + " is out of range [0, 2^31)");
+      ids.push_back(static_cast<std::int32_t>(v));
     }
   }
-  if (a.dir.empty()) usage("no model directory");
-  if (a.ids.empty()) usage("no prompt: give --ids");
-  if (a.steps < 1) usage("--steps must be at least 1");
-  if (a.threads < 0 || a.max_len < 0) usage("--threads and --max-len must not be negative");
-  return a;
+  if (ids.empty()) throw CLI::ValidationError("--ids", "no token ids in '" + text + "'");
+  return ids;
 }
+
+/// --stop's escapes: \n, \t, \\ (a newline is the usual stop).
+std::string unescape(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == 'n' || s[i + 1] == 't' || s[i + 1] == '\\')) {
+      out += s[i + 1] == 'n' ? '\n' : s[i + 1] == 't' ? '\t' : '\\';
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+/// A range check that names the flag and the range ("--top-p must be in (0, 1]").
+CLI::Validator within(double lo, bool lo_open, double hi, bool hi_open, const std::string& range) {
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        double v = 0;
+        try {
+          std::size_t used = 0;
+          v = std::stod(s, &used);
+          if (used != s.size()) return "'" + s + "' is not a number";
+        } catch (const std::exception&) {
+          return "'" + s + "' is not a number";
+        }
+        if (!(lo_open ? v > lo : v >= lo) || !(hi_open ? v < hi : v <= hi)) return "must be in " + range + ", got " + s;
+        return {};
+      },
+      range);
+}
+
+constexpr double unbounded = 1e300;
+
+int parse(int argc, char** argv, args& a) {
+  CLI::App app{"Text generation with a Llama-architecture checkpoint (kiln)", "transformer"};
+  app.get_formatter()->column_width(34);
+  app.add_option("model", a.dir, "Hugging Face model directory (config.json, *.safetensors; tokenizer.json for text)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  auto* ids = app.add_option("--ids", a.ids_text, "prompt token ids (1,15043,29892): prints generated ids, no tokenizer");
+  auto* prompt = app.add_option("--prompt", a.prompt, "prompt text (default: standard input)");
+  auto* chat = app.add_flag("--chat", a.chat, "render the prompt with the tokenizer's chat template as a user message");
+  auto* system = app.add_option("--system", a.system, "with --chat: a system message before the prompt")->needs(chat);
+  auto* tok = app.add_option("--tokenizer", a.tokenizer, "tokenizer.json or its directory (default: the model directory)")
+                  ->check(CLI::ExistingPath);
+  app.add_option("--steps,-n", a.steps, "tokens to generate (text: at most)")->check(CLI::PositiveNumber);
+  app.add_option("--backend", a.backend, "where to run")->check(CLI::IsMember({"cpu", "vulkan"}));
+  app.add_option("--weights", a.weights, "dtype the weights are kept in")->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
+  app.add_option("--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--max-len", a.max_len, "KV cache positions (0: prompt + steps)")->check(CLI::NonNegativeNumber);
+  app.add_option("--logits", a.logits, "write each step's logits (float32 rows) to FILE");
+  app.add_option("--temperature,--temp", a.sampling.temperature, "0: greedy (default); > 0: sample")
+      ->check(within(0, false, unbounded, true, "[0, inf)"));
+  app.add_option("--top-k", a.sampling.top_k, "keep the k most likely tokens (0: off)")->check(within(0, false, INT32_MAX, false, "[0, 2^31)"));
+  app.add_option("--top-p", a.sampling.top_p, "keep the smallest set of probability >= p (1: off)")->check(within(0, true, 1, false, "(0, 1]"));
+  app.add_option("--min-p", a.sampling.min_p, "keep tokens at least p times the most likely (0: off)")->check(within(0, false, 1, false, "[0, 1]"));
+  app.add_option("--repeat-penalty", a.sampling.repeat_penalty, "divide recent tokens' logits by this (1: off)")
+      ->check(within(0, true, unbounded, true, "(0, inf)"));
+  app.add_option("--presence-penalty", a.sampling.presence_penalty, "subtract this from recent tokens' logits (0: off)")
+      ->check(within(-unbounded, true, unbounded, true, "(-inf, inf)"));
+  app.add_option("--repeat-last-n", a.repeat_last_n, "recent tokens the penalties look at (0: all)")->check(CLI::NonNegativeNumber);
+  auto* seed = app.add_option("--seed", a.seed, "the run's random seed (default: a random one, printed)");
+  auto* stop = app.add_option("--stop", a.stops, "stop at this text (repeatable; \\n for a newline)")->allow_extra_args(false);
+  auto* ignore = app.add_flag("--ignore-eos", a.ignore_eos, "do not stop at end-of-sequence ids");
+  auto* print = app.add_flag("--print-ids", a.print_ids, "text: print the prompt's and the generated ids on standard error");
+  for (CLI::Option* o : {prompt, chat, system, tok, stop, ignore, print}) ids->excludes(o);
+  try {
+    app.parse(argc, argv);
+    if (ids->count()) a.ids = parse_ids(a.ids_text);
+    a.has_prompt = prompt->count() > 0;
+    a.has_seed = seed->count() > 0;
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  for (std::string& s : a.stops) {
+    s = unescape(s);
+    if (s.empty()) {
+      std::cerr << "--stop: a stop string must not be empty\nRun with --help for more information.\n";
+      return 2;
+    }
+  }
+  return -1;
+}
+
+/// Text mode's tokenizer and end-of-sequence ids.
+struct text_io {
+  std::optional<kiln::text::tokenizer> tok;
+  std::vector<std::int32_t> eos;
+};
 
 template <class W, class B>
 int run(const kiln::context<B>& ctx, const args& a) {
   using clock = std::chrono::steady_clock;
+  const bool text = a.ids.empty();
+  text_io tio;
+  std::vector<std::int32_t> prompt = a.ids;
+  if (text) {
+    tio.tok.emplace(kiln::text::tokenizer::from_pretrained(a.tokenizer.empty() ? a.dir : a.tokenizer));
+    std::string p;
+    if (a.has_prompt) {
+      p = a.prompt;
+    } else {
+      p.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    }
+    std::vector<std::uint32_t> enc;
+    if (a.chat) {
+      std::vector<kiln::text::chat_message> msgs;
+      if (!a.system.empty()) msgs.push_back({"system", a.system});
+      msgs.push_back({"user", p});
+      enc = tio.tok->encode(kiln::text::apply_chat_template(*tio.tok, msgs, true), false);
+    } else {
+      enc = tio.tok->encode(p);
+    }
+    if (enc.empty()) throw kiln::error("transformer: the prompt encodes to no tokens");
+    prompt.assign(enc.begin(), enc.end());
+    if (!a.ignore_eos) {  // the model's (generation_config.json, config.json), else the tokenizer's eos_token
+      tio.eos = kiln::text::eos_token_ids(a.dir);
+      if (tio.eos.empty() && tio.tok->eos_id()) tio.eos.push_back(static_cast<std::int32_t>(*tio.tok->eos_id()));
+    }
+  }
+
   kiln::llama::load_options lo;
-  lo.max_len = a.max_len > 0 ? a.max_len : static_cast<kiln::index_t>(a.ids.size()) + a.steps;
+  lo.max_len = a.max_len > 0 ? a.max_len : static_cast<kiln::index_t>(prompt.size()) + a.steps;
   if (a.weights == "int8") lo.quant = kiln::llama::weight_quant::int8;
   if (a.weights == "int4") lo.quant = kiln::llama::weight_quant::int4;
   const auto t0 = clock::now();
   auto m = kiln::llama::model<W, B>::load(ctx, a.dir, lo);
   const auto t1 = clock::now();
+  if (static_cast<kiln::index_t>(prompt.size()) + a.steps - 1 > m.capacity()) {
+    throw kiln::shape_error("transformer: " + std::to_string(prompt.size()) + " prompt tokens and " + std::to_string(a.steps) +
+                            " steps need " + std::to_string(prompt.size() + std::size_t(a.steps) - 1) +
+                            " cache positions; --max-len is " + std::to_string(m.capacity()));
+  }
   std::ofstream out;
   if (!a.logits.empty()) {
     out.open(a.logits, std::ios::binary | std::ios::trunc);
     if (!out) throw kiln::error("transformer: cannot write " + a.logits);
   }
+
+  // the chooser: today's greedy argmax where nothing else is asked, else kiln::sample
+  kiln::sampling_options so = a.sampling;
+  so.seed = a.has_seed ? a.seed : std::random_device{}();
+  const bool plain_greedy = so.temperature == 0.0f && so.repeat_penalty == 1.0f && so.presence_penalty == 0.0f;
+  if (!plain_greedy && so.temperature > 0.0f && !a.has_seed) std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(so.seed));
+  kiln::sampler sampler(so, static_cast<std::size_t>(a.repeat_last_n));
+  sampler.accept(prompt);
+  const auto choose = [&](const kiln::tensor<float, B>& logits) {
+    return plain_greedy ? kiln::llama::argmax_row(logits, 0) : sampler.next(logits);
+  };
+
+  std::optional<kiln::text::decode_stream> stream;
+  kiln::text::stop_strings stop(a.stops);
+  if (text) stream.emplace(tio.tok->stream(true));
   double prefill_s = 0.0, decode_s = 0.0;
+  std::vector<std::int32_t> generated;
   auto last = clock::now();
-  const auto ids = m.generate(a.ids, a.steps, [&](kiln::index_t i, const kiln::tensor<float, B>& logits) {
-    const auto h = logits.to_host();  // waits for the step's kernels
+  auto logits = m.forward(prompt);
+  for (kiln::index_t i = 0;; ++i) {
+    if (out.is_open()) {
+      const auto h = logits.to_host();
+      out.write(reinterpret_cast<const char*>(h.data()), static_cast<std::streamsize>(h.size() * sizeof(float)));
+    }
+    const std::int32_t id = choose(logits);  // waits for the step's kernels
     const double dt = std::chrono::duration<double>(clock::now() - last).count();
     (i == 0 ? prefill_s : decode_s) += dt;
-    if (out.is_open()) out.write(reinterpret_cast<const char*>(h.data()), static_cast<std::streamsize>(h.size() * sizeof(float)));
-    last = clock::now();  // the file write is not the model's time
-  });
+    if (id < 0) throw kiln::error("transformer: the logits hold no finite value to choose from (step " + std::to_string(i) + ")");
+    if (text && std::find(tio.eos.begin(), tio.eos.end(), id) != tio.eos.end()) break;
+    generated.push_back(id);
+    if (text) {
+      std::cout << stop.push(stream->step(static_cast<std::uint32_t>(id))) << std::flush;
+      if (stop.stopped()) break;
+    }
+    if (i + 1 == a.steps) break;
+    last = clock::now();  // writing text and logits is not the model's time
+    logits = m.forward(std::span<const std::int32_t>(&generated.back(), 1));
+  }
   if (out.is_open() && !out.flush()) throw kiln::error("transformer: writing " + a.logits + " failed");
-  std::string line;
-  for (std::size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
-  std::cout << line << std::endl;
-  std::printf("prefill: %zu tokens in %.3f s, %.1f tokens/s\n", a.ids.size(), prefill_s, double(a.ids.size()) / prefill_s);
-  if (ids.size() > 1) {
-    std::printf("decode: %zu tokens in %.3f s, %.2f tokens/s\n", ids.size() - 1, decode_s,
-                double(ids.size() - 1) / decode_s);
+  const auto join = [](const std::vector<std::int32_t>& v) {
+    std::string line;
+    for (std::size_t i = 0; i < v.size(); ++i) line += (i ? "," : "") + std::to_string(v[i]);
+    return line;
+  };
+  // stats: on standard output after ids (as before), on standard error after text
+  std::FILE* stats = text ? stderr : stdout;
+  if (text) {
+    if (!stop.stopped()) std::cout << stop.push(stream->finish()) << stop.finish();
+    std::cout << std::endl;
+    if (a.print_ids) std::fprintf(stderr, "prompt ids: %s\ngenerated ids: %s\n", join(prompt).c_str(), join(generated).c_str());
+  } else {
+    std::cout << join(generated) << std::endl;
+  }
+  std::fprintf(stats, "prefill: %zu tokens in %.3f s, %.1f tokens/s\n", prompt.size(), prefill_s, double(prompt.size()) / prefill_s);
+  if (generated.size() > 1) {
+    std::fprintf(stats, "decode: %zu tokens in %.3f s, %.2f tokens/s\n", generated.size() - 1, decode_s,
+                 double(generated.size() - 1) / decode_s);
   }
   std::fprintf(stderr, "loaded %s (%lld layers, %.1fM parameters, %s weights) in %.2f s on %s\n", a.dir.c_str(),
                static_cast<long long>(m.cfg().num_hidden_layers), double(m.cfg().parameters()) / 1e6, a.weights.c_str(),
@@ -139,27 +298,25 @@ int run(const kiln::context<B>& ctx, const args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const args a = parse(argc, argv);
+  args a;
+  if (const int rc = parse(argc, argv, a); rc >= 0) return rc;
   try {
     const auto go = [&](const auto& ctx) {
-      if (a.weights == "f32" || a.weights == "int8" || a.weights == "int4") return run<float>(ctx, a);
       if (a.weights == "f16") return run<kiln::half>(ctx, a);
       if (a.weights == "bf16") return run<kiln::bfloat16>(ctx, a);
-      usage("--weights must be f32, f16, bf16, int8 or int4, got " + a.weights);
+      return run<float>(ctx, a);  // f32, int8, int4
     };
-    if (a.backend == "cpu") {
-      if (a.threads > 0) return go(kiln::context<kiln::cpu<>>(kiln::threads{int(a.threads)}));
-      return go(kiln::context<kiln::cpu<>>());
-    }
     if (a.backend == "vulkan") {
 #ifdef KILN_EXAMPLE_VULKAN
       kiln::context<kiln::vulkan> ctx;
       return go(ctx);
 #else
-      usage("this build has no Vulkan backend (configure with -DKILN_VULKAN=ON)");
+      std::cerr << "transformer: this build has no Vulkan backend (configure with -DKILN_VULKAN=ON)\n";
+      return 2;
 #endif
     }
-    usage("--backend must be cpu or vulkan, got " + a.backend);
+    if (a.threads > 0) return go(kiln::context<kiln::cpu<>>(kiln::threads{int(a.threads)}));
+    return go(kiln::context<kiln::cpu<>>());
   } catch (const std::exception& e) {
     std::cerr << "transformer: " << e.what() << "\n";
     return 1;

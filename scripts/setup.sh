@@ -21,6 +21,7 @@ packages=(
   vulkan-tools
   python3 python3-matplotlib                      # scripts/bench_report.py (plots; a ctest runs it)
   python3-jinja2                                  # chat templates: Python's Jinja as a second reference (tests/text)
+  libcli11-dev                                    # examples/transformer's argument parser (header-only CLI11)
 )
 
 # node and npm run the tokenizer tests' reference; a node installed otherwise (e.g. with
