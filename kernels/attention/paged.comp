@@ -13,7 +13,8 @@
 //   a negative stride wraps to the right element.
 // Workgroup: local_size_x = WG (specialisation constant 2); one workgroup per query row
 //   of [B, Hq, Sq], numbered gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x.
-// Numerics are decode.comp's (the same q vec4s, dot products, workgroup max, weights and
+// Each invocation finds its key's block once a tile and shares the value row's offset
+// (kiln_vrow), so p v costs what decode's does. Numerics are decode.comp's (the same q vec4s, dot products, workgroup max, weights and
 // accumulation order per key), so a row gives what decode gives over the same keys.
 // Checks (no host read-back): the workgroup of head 0, query 0 of each sequence checks
 // its length (0 .. M * bs) and, when that is good, the table entries of the blocks the
@@ -27,6 +28,7 @@ layout(constant_id = 2) const uint WG = 64;
 
 shared float kiln_p[WG];
 shared float kiln_red[WG];
+shared uint kiln_vrow[WG];  // the tile's value rows (element offsets), found once a key
 
 #define kiln_ninf uintBitsToFloat(0xff800000u)
 #define kiln_pinf uintBitsToFloat(0x7f800000u)
@@ -104,8 +106,11 @@ void main() {
   for (uint k0 = 0u; k0 < ke; k0 += WG) {
     uint j = k0 + lid;
     float x = kiln_ninf;
+    uint vrow = 0u;
     if (j < ke) {
-      uint e = kh + kiln_block(b, j) * p.ks0 + (j % p.bs) * p.ks2;
+      uint blk = kiln_block(b, j), at = j % p.bs;
+      uint e = kh + blk * p.ks0 + at * p.ks2;
+      vrow = vh + blk * p.vs0 + at * p.vs2;
       vec4 d4 = vec4(0.0);
       KILN_UNROLL_Q for (uint c = 0u; c < KILN_D4; ++c) {
         vec4 kv = vec4(0.0);
@@ -120,6 +125,7 @@ void main() {
     float mn = max(m, kiln_wg_max(x, lid));
     if (mn == kiln_ninf) continue;  // uniform: nothing visible yet
     kiln_p[lid] = exp(x - mn);      // x = -inf: 0
+    kiln_vrow[lid] = vrow;
     barrier();
     float alpha = exp(m - mn);
     l *= alpha;
@@ -128,8 +134,7 @@ void main() {
     for (uint jj = 0u; jj < n; ++jj) {
       float pj = kiln_p[jj];
       l += pj;
-      uint key = k0 + jj;
-      uint e = vh + kiln_block(b, key) * p.vs0 + (key % p.bs) * p.vs2;
+      uint e = kiln_vrow[jj];
       [[unroll]] for (uint t = 0u; t < KILN_DVL; ++t) {
         uint d = lid + t * WG;
         if (d < KILN_DV) acc[t] += pj * kiln_v(e + d);

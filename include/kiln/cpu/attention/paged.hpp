@@ -148,9 +148,14 @@ struct kernel {
       const index_t n = std::min(key_tile, ke - j0);
       const index_t npad = (n + L - 1) / L * L;
       for (index_t j = j0; j < j0 + n;) {  // a run of keys inside one pool block
-        const index_t run = std::min(d.bs - j % d.bs, j0 + n - j);
-        dots(key_row(b, h, j), run, q, rows, sbuf + (j - j0));
-        j += run;
+        const index_t run = std::min(d.bs - j % d.bs, j0 + n - j), next = j + run;
+        // the next run (maybe in the next tile) for the prefetches that cross into it
+        const run_ptrs cur{key_row(b, h, j), value_row(b, h, j), run};
+        const run_ptrs nxt = next < ke ? run_ptrs{key_row(b, h, next), value_row(b, h, next),
+                                                  std::min(d.bs - next % d.bs, ke - next)}
+                                       : run_ptrs{};
+        dots(cur, nxt, q, rows, sbuf + (j - j0));
+        j = next;
       }
       finish(sbuf, rows, j0, n, npad, len, first_q, query_of);
       for (index_t r = 0; r < rows; ++r) {
@@ -159,15 +164,19 @@ struct kernel {
       }
       for (index_t s0 = 0; s0 < n; s0 += pv_tile) {
         const index_t nj = std::min(pv_tile, n - s0);
-        const VT* vr[pv_tile];
-        for (index_t jj = 0; jj < nj; ++jj) vr[jj] = value_row(b, h, j0 + s0 + jj);
-        index_t r = 0;
-        for (; r + 4 <= rows; r += 4) pv_rows<4>(vr, nj, sbuf + r * key_tile + s0, o + r * ldo());
-        switch (rows - r) {
-          case 3: pv_rows<3>(vr, nj, sbuf + r * key_tile + s0, o + r * ldo()); break;
-          case 2: pv_rows<2>(vr, nj, sbuf + r * key_tile + s0, o + r * ldo()); break;
-          case 1: pv_rows<1>(vr, nj, sbuf + r * key_tile + s0, o + r * ldo()); break;
-          default: break;
+        const index_t first = j0 + s0;
+        if (first % d.bs + nj <= d.bs) {  // one block's rows, vs[2] apart: as the contiguous path reads them
+          const VT* v0 = value_row(b, h, first);
+          const index_t vst = vs[2];
+          pv_block(rows, [v0, vst](index_t j) { return v0 + j * vst; }, nj, sbuf + s0, o);
+        } else {
+          const VT* vr[pv_tile];
+          for (index_t jj = 0; jj < nj;) {  // a block's run at a time
+            const index_t key = first + jj, run = std::min(d.bs - key % d.bs, nj - jj);
+            const VT* row = value_row(b, h, key);
+            for (index_t u = 0; u < run; ++u, ++jj) vr[jj] = row + u * vs[2];
+          }
+          pv_block(rows, [&vr](index_t j) { return vr[j]; }, nj, sbuf + s0, o);
         }
       }
     }
@@ -185,31 +194,58 @@ struct kernel {
     io.store((grow + r0) * d.Dv, (grow + r1) * d.Dv, o);
   }
 
-  /// Scores of `rows` q rows against n keys from kr (rows ks[2] apart) into s (rows
-  /// key_tile apart): the contiguous rows path's dot products.
-  void dots(const KT* kr, index_t n, const float* q, index_t rows, float* s) const {
+  /// A run of keys inside one pool block: its first key's and value's rows, its length.
+  struct run_ptrs {
+    const KT* k = nullptr;
+    const VT* v = nullptr;
+    index_t n = 0;
+  };
+
+  /// Scores of `rows` q rows against the run's keys (rows ks[2] apart) into s (rows
+  /// key_tile apart): the contiguous rows path's dot products. The keys 8 ahead and their
+  /// values are prefetched, from the next run past this one's end (the hardware's stream
+  /// prefetch stops at a block's end; the contiguous path's rows never end).
+  void dots(const run_ptrs& cur, const run_ptrs& nxt, const float* q, index_t rows, float* s) const {
     index_t r = 0;
-    for (; r + 4 <= rows; r += 4) dots_r<4>(kr, n, q + r * d.D, s + r * key_tile);
+    bool values = true;  // the values once, with the first rows
+    for (; r + 4 <= rows; r += 4, values = false) dots_r<4>(cur, nxt, q + r * d.D, s + r * key_tile, values);
     switch (rows - r) {
-      case 3: dots_r<3>(kr, n, q + r * d.D, s + r * key_tile); break;
-      case 2: dots_r<2>(kr, n, q + r * d.D, s + r * key_tile); break;
-      case 1: dots_r<1>(kr, n, q + r * d.D, s + r * key_tile); break;
+      case 3: dots_r<3>(cur, nxt, q + r * d.D, s + r * key_tile, values); break;
+      case 2: dots_r<2>(cur, nxt, q + r * d.D, s + r * key_tile, values); break;
+      case 1: dots_r<1>(cur, nxt, q + r * d.D, s + r * key_tile, values); break;
       default: break;
     }
   }
+  /// Keys are read once, now (non-temporal); values after the tile's scores (into L2).
+  template <int Locality>
+  static void prefetch_bytes(const void* p, index_t bytes) {
+    const char* c = static_cast<const char*>(p);
+    for (index_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, Locality);
+  }
+  void prefetch_key(const run_ptrs& cur, const run_ptrs& nxt, index_t j, bool values) const {
+    const run_ptrs* at = &cur;
+    if (j >= cur.n) {
+      j -= cur.n;
+      at = &nxt;
+      if (j >= nxt.n) return;
+    }
+    prefetch_bytes<0>(at->k + j * ks[2], d.D * index_t(sizeof(KT)));
+    if (values) prefetch_bytes<1>(at->v + j * vs[2], d.Dv * index_t(sizeof(VT)));
+  }
   template <int R>
-  void dots_r(const KT* kr, index_t n, const float* q, float* s) const {
+  void dots_r(const run_ptrs& cur, const run_ptrs& nxt, const float* q, float* s, bool values) const {
     constexpr int NB = R <= 2 ? 4 : 2;
-    const index_t kst = ks[2];
+    const index_t kst = ks[2], n = cur.n;
+    const KT* kr = cur.k;
     index_t j = 0;
     for (; j + NB <= n; j += NB) {
-      if (j + 8 < n) {  // the keys 8 ahead (a block is read in order)
-        const char* pk = reinterpret_cast<const char*>(kr + (j + 8) * kst);
-        for (index_t c = 0; c < d.D * index_t(sizeof(KT)); c += 64) __builtin_prefetch(pk + c, 0, 0);
-      }
+      for (int t = 0; t < NB; ++t) prefetch_key(cur, nxt, j + 8 + t, values);
       cpu_gemm::dot<A, R, NB>(d.D, q, kr + j * kst, kst, s + j, key_tile);
     }
-    for (; j < n; ++j) cpu_gemm::dot<A, R, 1>(d.D, q, kr + j * kst, kst, s + j, key_tile);
+    for (; j < n; ++j) {
+      prefetch_key(cur, nxt, j + 8, values);
+      cpu_gemm::dot<A, R, 1>(d.D, q, kr + j * kst, kst, s + j, key_tile);
+    }
   }
 
   /// The cap, padding and causality of a tile of scores (scorer::finish in flash.hpp).
@@ -234,9 +270,22 @@ struct kernel {
     }
   }
 
-  /// o[R rows] += p[R rows, nj keys] v[nj rows] (flash.hpp's pv_rows, rows by pointer).
-  template <int R>
-  void pv_rows(const VT* const* vr, index_t nj, const float* pr, float* o) const {
+  /// o[rows] += p[rows, nj keys] v[nj rows], rows 4 at a time (flash.hpp's row_pv).
+  template <class Row>
+  void pv_block(index_t rows, const Row& vrow, index_t nj, const float* p, float* o) const {
+    index_t r = 0;
+    for (; r + 4 <= rows; r += 4) pv_rows<4>(vrow, nj, p + r * key_tile, o + r * ldo());
+    switch (rows - r) {
+      case 3: pv_rows<3>(vrow, nj, p + r * key_tile, o + r * ldo()); break;
+      case 2: pv_rows<2>(vrow, nj, p + r * key_tile, o + r * ldo()); break;
+      case 1: pv_rows<1>(vrow, nj, p + r * key_tile, o + r * ldo()); break;
+      default: break;
+    }
+  }
+
+  /// o[R rows] += p[R rows, nj keys] v[nj rows] (flash.hpp's pv_rows; vr(j): key j's row).
+  template <int R, class Row>
+  void pv_rows(const Row& vr, index_t nj, const float* pr, float* o) const {
     using V = fvec<A>;
     const index_t dv = d.Dv;
     index_t c = 0;
@@ -244,7 +293,8 @@ struct kernel {
       V acc[R][2];
       for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V(0.0f);
       for (index_t j = 0; j < nj; ++j) {
-        const V x0 = cpu_gemm::vload<A>(vr[j] + c), x1 = cpu_gemm::vload<A>(vr[j] + c + L);
+        const VT* row = vr(j);
+        const V x0 = cpu_gemm::vload<A>(row + c), x1 = cpu_gemm::vload<A>(row + c + L);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
           const V pj(pr[r * key_tile + j]);
@@ -261,7 +311,7 @@ struct kernel {
     for (; c < dv; ++c) {
       float acc[R] = {};
       for (index_t j = 0; j < nj; ++j) {
-        const float x = static_cast<float>(vr[j][c]);
+        const float x = static_cast<float>(vr(j)[c]);
         for (int r = 0; r < R; ++r) acc[r] += pr[r * key_tile + j] * x;
       }
       for (int r = 0; r < R; ++r) o[r * ldo() + c] += acc[r];

@@ -106,8 +106,8 @@ struct vk_structural_kernel<paged_attention_op<KT, VT>> {
     a.dvl = static_cast<std::uint32_t>((std::max<index_t>(d.Dv, 1) + a.wg - 1) / a.wg);
     a.subgroup = dev.arithmetic_subgroup() > 1 && a.wg % dev.arithmetic_subgroup() == 0;
     a.rolled = dev.cpu && d.D > 128;
-    if (2u * a.wg * 4u > dev.shared_bytes) {
-      throw device_error(what + ": the kernel needs " + std::to_string(2 * a.wg * 4) +
+    if (3u * a.wg * 4u > dev.shared_bytes) {
+      throw device_error(what + ": the kernel needs " + std::to_string(3 * a.wg * 4) +
                          " bytes of shared memory; the device allows " + std::to_string(dev.shared_bytes));
     }
     binder bind;
