@@ -2,10 +2,10 @@
 // Free functions, context first, so generic code never needs `ctx.template`.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <new>  // std::bad_alloc
-#include <random>
-#include <ranges>
+#include <iterator>  // std::ranges::contiguous_range, range_value_t, size, data
+#include <new>       // std::bad_alloc
 #include <span>
 #include <string>
 #include <type_traits>
@@ -13,8 +13,17 @@
 
 #include "kiln/core/context.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 
 namespace kiln {
+
+namespace detail {
+/// The draws behind kiln::random, compiled once (core/impl/factories.ipp): n values of a
+/// 64-bit Mersenne Twister seeded with seed, uniform in [low, high) as floats, or in
+/// [low, high] as ints.
+KILN_DECL void random_uniform_floats(float* out, std::size_t n, float low, float high, std::uint64_t seed);
+KILN_DECL void random_uniform_ints(int* out, std::size_t n, int low, int high, std::uint64_t seed);
+}  // namespace detail
 
 /// An uninitialised contiguous tensor. Example: `auto t = kiln::empty<float>(ctx, {3, 4});`
 template <element T, class B>
@@ -72,23 +81,33 @@ template <element T, class B>
 tensor<T, B> random(const context<B>& ctx, const shape& s, double low = 0.0, double high = 1.0,
                     std::uint64_t seed = 0x6b696c6eu) {
   auto t = empty<T>(ctx, s);  // first: a shape too large for the device fails before the host copy
-  std::mt19937_64 gen(seed);
+  const auto n = static_cast<std::size_t>(s.numel());
+  using draw_t = std::conditional_t<is_floating_v<T>, float, int>;
+  std::vector<draw_t> draws;
   std::vector<T> host;
   try {
-    host.resize(static_cast<std::size_t>(s.numel()));
+    draws.resize(n);
+    if constexpr (!std::is_same_v<T, draw_t>) host.resize(n);
   } catch (const std::bad_alloc&) {
     throw out_of_memory("kiln::random: a host buffer for " + s.to_string() + " does not fit in memory",
-                        static_cast<std::size_t>(s.numel()) * sizeof(T), 0);
+                        n * sizeof(draw_t), 0);
   }
   if constexpr (is_floating_v<T>) {
-    std::uniform_real_distribution<float> dist(static_cast<float>(low), static_cast<float>(high));
-    for (auto& v : host) v = T(dist(gen));
+    detail::random_uniform_floats(draws.data(), n, static_cast<float>(low), static_cast<float>(high), seed);
   } else {
-    std::uniform_int_distribution<int> dist(static_cast<int>(low), static_cast<int>(high));
-    for (auto& v : host) v = static_cast<T>(dist(gen));
+    detail::random_uniform_ints(draws.data(), n, static_cast<int>(low), static_cast<int>(high), seed);
+  }
+  if constexpr (std::is_same_v<T, draw_t>) {
+    host = std::move(draws);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) host[i] = T(draws[i]);
   }
   if (!host.empty()) backend_traits<B>::upload(*t.storage(), 0, host.data(), host.size() * sizeof(T));
   return t;
 }
 
 }  // namespace kiln
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/core/impl/factories.ipp"
+#endif

@@ -12,18 +12,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -72,16 +66,6 @@ inline thread_local std::vector<cpu_scratch_block> cpu_scratch_blocks;
 /// the cores whenever two contexts run at once.
 class cpu_scheduler {
  public:
-  /// How long an idle worker polls for the next job before it sleeps. Back-to-back
-  /// statements then skip the futex wake; short, because on a machine shared with other
-  /// processes a spinning worker takes their time. Measured (gelu chain, 2 threads against
-  /// 1, statements back to back): no spin, 262K floats 1.12x slower; 50 us, 1.4x faster;
-  /// 200 us, 1.56x faster, but each idle worker burns four times as long after a statement.
-  static constexpr std::chrono::microseconds worker_spin{50};
-  /// How long a caller with nothing left to claim polls (taking over any chunks a stalled
-  /// thread has not started) before it sleeps: a chunk is a few microseconds of work.
-  static constexpr std::chrono::microseconds caller_spin{100};
-
   static cpu_scheduler& instance();
 
   /// Runs body(begin, end) over [0, n) in chunks of `chunk` elements (the last one may be
@@ -188,7 +172,7 @@ class cpu_scheduler {
     nesting_guard& operator=(const nesting_guard&) = delete;
   };
 
-  cpu_scheduler() = default;
+  cpu_scheduler();
 
   /// Queues j for `helpers` workers, starting workers up to that many if there are fewer.
   void post(const std::shared_ptr<job>& j, int helpers);
@@ -221,12 +205,10 @@ class cpu_scheduler {
 
   void worker_loop();
 
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::shared_ptr<job>> jobs_;  // jobs that still want helpers, oldest first
-  std::vector<std::thread> threads_;
-  int sleeping_ = 0;
-  bool stop_ = false;
+  /// The workers, their queue and what they sleep on (scheduler.ipp): behind a pointer, so
+  /// that this header needs neither <thread> nor <condition_variable>.
+  struct pool;
+  std::unique_ptr<pool> pool_;
   std::atomic<std::uint64_t> posted_{0};  // jobs ever posted: spinning workers watch it
 };
 

@@ -19,13 +19,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <thread>
 #include <vector>
 
 #include <cerrno>
@@ -34,18 +32,9 @@
 #include <unistd.h>    // getpid: unique temporary names across processes; read, close
 
 #include "kiln/detail/config.hpp"
+#include "kiln/detail/hash.hpp"
 
 namespace kiln::detail {
-
-/// FNV-1a, 64-bit, with a caller-chosen basis (two bases give a 128-bit file name).
-constexpr std::uint64_t fnv1a(std::string_view s, std::uint64_t basis = 0xcbf29ce484222325ull) noexcept {
-  std::uint64_t h = basis;
-  for (char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 KILN_DECL std::uint64_t fnv1a(std::span<const std::byte> s, std::uint64_t basis = 0xcbf29ce484222325ull) noexcept;
 

@@ -15,6 +15,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor.hpp"
+#include "kiln/detail/config.hpp"
 #include "kiln/expr/kind.hpp"
 
 namespace kiln {
@@ -133,6 +134,12 @@ struct op_result {
   using type = typename decltype(pick())::type;
 };
 
+/// Throws kiln::shape_error for an op node whose operands are not all defined tensors or
+/// do not broadcast together, naming the op and each operand (a, b, ...): compiled once
+/// (expr/impl/node.ipp), not once per expression type.
+[[noreturn]] KILN_DECL void throw_operand_error(std::string_view op, bool defined, const std::string* operands,
+                                                std::size_t count);
+
 /// Op applied lane-wise to its children (with NumPy broadcasting).
 template <class Op, class... Args>
 struct op_node {
@@ -152,23 +159,20 @@ struct op_node {
     std::apply([&](const auto&... c) { ((defined = defined && leaf_defined(c)), ...); }, args);
     bool ok = defined;
     if (ok) std::apply([&](const auto&... c) { ((ok = ok && broadcast_shapes(shape_, c.shape(), shape_)), ...); }, args);
-    if (!ok) {
-      std::string msg = "kiln::" + std::string(Op::name) +
-                        (defined ? ": shapes cannot be broadcast together: "
-                                 : ": an operand is an empty tensor (default-constructed or moved from): ");
-      char label = 'a';
-      auto add = [&](const auto& c) {
-        if (label != 'a') msg += ", ";
-        msg += std::string(1, label++) + " is " + c.describe();
-      };
-      std::apply([&](const auto&... c) { (add(c), ...); }, args);
-      throw shape_error(msg);
-    }
+    if (!ok) fail(defined);
   }
 
   const kiln::shape& shape() const noexcept { return shape_; }
   std::string describe() const {
     return std::string(dtype_name_v<value_type>) + shape_.to_string() + " expression (" + std::string(Op::name) + ")";
+  }
+
+  // The error path, out of line: each expression type's constructor stays a few checks.
+  [[noreturn, gnu::noinline, gnu::cold]] void fail(bool defined) const {
+    std::string described[sizeof...(Args)];
+    std::size_t i = 0;
+    std::apply([&](const auto&... c) { ((described[i++] = c.describe()), ...); }, args);
+    throw_operand_error(Op::name, defined, described, sizeof...(Args));
   }
 };
 
@@ -280,3 +284,7 @@ auto cast(X&& x) {
 }
 
 }  // namespace kiln
+
+#if KILN_DEFINE_CPU_RUNTIME
+#include "kiln/expr/impl/node.ipp"
+#endif

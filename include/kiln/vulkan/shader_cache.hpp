@@ -18,13 +18,10 @@
 
 #include <algorithm>
 #include <bit>  // std::popcount
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <functional>  // std::hash
 #include <memory>
 #include <mutex>
@@ -32,7 +29,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -41,7 +37,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/version.hpp"
 #include "kiln/detail/config.hpp"
-#include "kiln/detail/disk_cache.hpp"
+#include "kiln/detail/hash.hpp"
 #include "kiln/vulkan/device.hpp"
 #include "kiln/vulkan/sequence.hpp"
 
@@ -244,20 +240,22 @@ class shader_cache {
   std::uint32_t elements_per_invocation_ = 1;
   std::size_t compilations_ = 0;
   std::unordered_map<std::string, std::unique_ptr<pipeline>> pipelines_;
-  disk_cache disk_;
+  /// The disk cache, the warm-start thread and what callers wait on (shader_cache.ipp):
+  /// behind a pointer, so that this header needs neither <thread> nor <filesystem>.
+  struct shared_state;
+  std::unique_ptr<shared_state> shared_;
   std::string prefix_;
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
   cache_stats stats_;
-  // Shared with the warm-start thread (mutex_): pipelines_, building_, stats_, stop_, preload_done_.
+  // Shared with the warm-start thread (mutex_): pipelines_, building_, stats_, stop_, preload_done_
+  // (and shared_->built, which signals them).
   static constexpr std::size_t max_warm_kernels = 256;
   mutable std::mutex mutex_;
-  std::condition_variable built_;  ///< a build finished, or the warm-start thread did
   std::unordered_set<std::string> building_;  ///< keys being built right now
   std::uint64_t uses_ = 0;
   bool stop_ = false;
   bool preload_done_ = true;
   std::vector<std::byte> warm_list_loaded_;
-  std::thread preloader_;
 };
 
 }  // namespace kiln::detail::vk

@@ -3,6 +3,10 @@
 // otherwise; see kiln/detail/config.hpp).
 #pragma once
 
+#include <fstream>
+#include <functional>  // std::hash
+#include <thread>
+
 #include "kiln/detail/disk_cache.hpp"
 
 namespace kiln::detail {

@@ -16,7 +16,7 @@
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/tensor.hpp"
 #include "kiln/detail/config.hpp"
-#include "kiln/detail/disk_cache.hpp"
+#include "kiln/detail/hash.hpp"
 #include "kiln/expr/assign.hpp"
 #include "kiln/expr/layout.hpp"
 #include "kiln/expr/traverse.hpp"

@@ -30,7 +30,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/tensor.hpp"
 #include "kiln/detail/config.hpp"
-#include "kiln/detail/disk_cache.hpp"  // fnv1a
+#include "kiln/detail/hash.hpp"
 #include "kiln/expr/glsl.hpp"
 #include "kiln/expr/layout.hpp"
 #include "kiln/expr/plan.hpp"

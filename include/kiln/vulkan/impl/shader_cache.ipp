@@ -3,6 +3,12 @@
 // otherwise; see kiln/detail/config.hpp).
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <thread>
+
+#include "kiln/detail/disk_cache.hpp"
 #include "kiln/vulkan/shader_cache.hpp"
 
 namespace kiln::detail::vk {
@@ -269,8 +275,14 @@ KILN_DECL std::string program_identity() {
 
 KILN_DECL bool preload_enabled() { return !env_off("KILN_CACHE_PRELOAD"); }
 
+struct shader_cache::shared_state {
+  disk_cache disk{disk_cache::default_directory()};
+  std::condition_variable built;  ///< a build finished, or the warm-start thread did
+  std::thread preloader;
+};
+
 KILN_DECL shader_cache::shader_cache(VkDevice dev, const device_info& info)
-    : dev_(dev), info_(info), disk_(disk_cache::default_directory()) {
+    : dev_(dev), info_(info), shared_(std::make_unique<shared_state>()) {
   // 256 invocations where the device allows, a multiple of the subgroup size.
   std::uint32_t wg = std::min<std::uint32_t>({256u, info.max_workgroup_size[0], info.max_workgroup_invocations});
   if (info.subgroup_size && wg >= info.subgroup_size) wg -= wg % info.subgroup_size;
@@ -287,7 +299,7 @@ KILN_DECL shader_cache::~shader_cache() {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
-  if (preloader_.joinable()) preloader_.join();
+  if (shared_->preloader.joinable()) shared_->preloader.join();
   save_warm_list();
   for (auto& [key, p] : pipelines_) destroy(*p);
   save_pipeline_cache();
@@ -306,7 +318,7 @@ KILN_DECL const pipeline& shader_cache::get(const kernel_spec& k) {
     }
     key = std::move(at);
     if (!building_.contains(key)) break;
-    built_.wait(lock);  // the warm-start thread is building it: cheaper than a second build
+    shared_->built.wait(lock);  // the warm-start thread is building it: cheaper than a second build
   }
   ++stats_.memory_misses;
   if (std::string why = beyond_limits(k); !why.empty()) {
@@ -330,21 +342,21 @@ KILN_DECL const pipeline& shader_cache::get(const kernel_spec& k) {
       // source, so that a kernel never fails because of what is on disk.
       destroy(*p);
       p = make_pipeline(k);
-      disk_.evict(spirv_key(k), "spv");
+      shared_->disk.evict(spirv_key(k), "spv");
       spirv = compile(k);
-      disk_.store(spirv_key(k), "spv", std::as_bytes(std::span(spirv)));
+      shared_->disk.store(spirv_key(k), "spv", std::as_bytes(std::span(spirv)));
       seconds = build(*p, k, spirv);
     }
   } catch (...) {
     if (p) destroy(*p);
     lock.lock();
     building_.erase(key);
-    built_.notify_all();
+    shared_->built.notify_all();
     throw;
   }
   lock.lock();
   building_.erase(key);
-  built_.notify_all();
+  shared_->built.notify_all();
   stats_.pipeline_seconds += seconds;
   p->first_use = ++uses_;
   return *pipelines_.emplace(std::move(key), std::move(p)).first->second;
@@ -352,20 +364,20 @@ KILN_DECL const pipeline& shader_cache::get(const kernel_spec& k) {
 
 KILN_DECL std::uint64_t shader_cache::wait_preloaded() {
   std::unique_lock lock(mutex_);
-  built_.wait(lock, [&] { return preload_done_; });
+  shared_->built.wait(lock, [&] { return preload_done_; });
   return stats_.preloaded;
 }
 
 KILN_DECL cache_stats shader_cache::stats() const {
   std::lock_guard lock(mutex_);
   cache_stats s = stats_;
-  const auto d = disk_.stats();
+  const auto d = shared_->disk.stats();
   s.disk_hits = d.hits;
   s.disk_misses = d.misses;
   s.disk_rejected = d.rejected;
   s.disk_evicted = d.evictions;
   s.compilations = compilations_;
-  s.directory = disk_.directory().string();
+  s.directory = shared_->disk.directory().string();
   return s;
 }
 
@@ -440,15 +452,15 @@ KILN_DECL std::unique_ptr<pipeline> shader_cache::make_pipeline(const kernel_spe
 KILN_DECL std::string shader_cache::warm_list_key() const { return prefix_ + "warm list\n" + program_identity(); }
 
 KILN_DECL void shader_cache::start_preload() {
-  if (!disk_.enabled() || !preload_enabled()) return;
-  auto blob = disk_.load(warm_list_key(), "warm");
+  if (!shared_->disk.enabled() || !preload_enabled()) return;
+  auto blob = shared_->disk.load(warm_list_key(), "warm");
   if (!blob) return;
   warm_list_loaded_ = *blob;
   auto records = parse_warm_list(*blob);
   if (records.empty()) return;
   preload_done_ = false;
   try {
-    preloader_ = std::thread([this, r = std::move(records)] { preload(r); });
+    shared_->preloader = std::thread([this, r = std::move(records)] { preload(r); });
   } catch (...) {  // no thread: start cold
     preload_done_ = true;
   }
@@ -491,17 +503,17 @@ KILN_DECL void shader_cache::preload(const std::vector<kernel_record>& records) 
           if (p) destroy(*p);
         }
       }
-      built_.notify_all();
+      shared_->built.notify_all();
     }
   } catch (...) {  // out of memory: stop here; callers build what they need
   }
   std::lock_guard lock(mutex_);
   preload_done_ = true;
-  built_.notify_all();
+  shared_->built.notify_all();
 }
 
 KILN_DECL void shader_cache::save_warm_list() noexcept {
-  if (!disk_.enabled() || !preload_enabled()) return;
+  if (!shared_->disk.enabled() || !preload_enabled()) return;
   try {
     std::vector<const pipeline*> used;
     for (const auto& [key, p] : pipelines_)
@@ -512,7 +524,7 @@ KILN_DECL void shader_cache::save_warm_list() noexcept {
     std::vector<const kernel_record*> sources;
     for (const pipeline* p : used) sources.push_back(&p->source);
     const auto bytes = serialize_warm_list(sources);
-    if (bytes != warm_list_loaded_) disk_.store(warm_list_key(), "warm", bytes);
+    if (bytes != warm_list_loaded_) shared_->disk.store(warm_list_key(), "warm", bytes);
   } catch (...) {  // the list is only a hint
   }
 }
@@ -686,14 +698,14 @@ KILN_DECL std::string shader_cache::spirv_key(const kernel_spec& k) const {
 
 KILN_DECL std::optional<std::vector<std::uint32_t>> shader_cache::load_spirv(const kernel_spec& k) {
   const std::string key = spirv_key(k);
-  auto blob = disk_.load(key, "spv");
+  auto blob = shared_->disk.load(key, "spv");
   if (!blob) return std::nullopt;
   if (blob->size() % 4 == 0) {
     std::vector<std::uint32_t> words(blob->size() / 4);
     std::memcpy(words.data(), blob->data(), blob->size());
     if (spirv_fits(words, k)) return words;
   }
-  disk_.evict(key, "spv");
+  shared_->disk.evict(key, "spv");
   std::lock_guard lock(mutex_);
   ++stats_.spirv_rejected;
   return std::nullopt;
@@ -706,14 +718,14 @@ KILN_DECL std::vector<std::uint32_t> shader_cache::spirv_for(const kernel_spec& 
     return std::move(*words);
   }
   std::vector<std::uint32_t> words = compile(k);
-  disk_.store(spirv_key(k), "spv", std::as_bytes(std::span(words)));
+  shared_->disk.store(spirv_key(k), "spv", std::as_bytes(std::span(words)));
   return words;
 }
 
 KILN_DECL void shader_cache::open_pipeline_cache() {
   VkPipelineCacheCreateInfo ci{};
   ci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
-  std::optional<std::vector<std::byte>> blob = disk_.load(prefix_ + "pipeline cache", "pipeline");
+  std::optional<std::vector<std::byte>> blob = shared_->disk.load(prefix_ + "pipeline cache", "pipeline");
   if (blob) {
     if (pipeline_cache_header_fits(*blob)) {
       ci.initialDataSize = blob->size();
@@ -748,14 +760,14 @@ KILN_DECL bool shader_cache::pipeline_cache_header_fits(std::span<const std::byt
 KILN_DECL void shader_cache::save_pipeline_cache() noexcept {
   if (!pipeline_cache_) return;
   // Nothing new to save otherwise; a rejected blob is replaced in any case.
-  if (disk_.enabled() && (stats_.memory_misses > 0 || stats_.pipeline_cache_rejected)) {
+  if (shared_->disk.enabled() && (stats_.memory_misses > 0 || stats_.pipeline_cache_rejected)) {
     std::size_t size = 0;
     if (vkGetPipelineCacheData(dev_, pipeline_cache_, &size, nullptr) == VK_SUCCESS && size) {
       try {
         std::vector<std::byte> data(size);
         if (vkGetPipelineCacheData(dev_, pipeline_cache_, &size, data.data()) == VK_SUCCESS) {
           data.resize(size);
-          disk_.store(prefix_ + "pipeline cache", "pipeline", data);
+          shared_->disk.store(prefix_ + "pipeline cache", "pipeline", data);
         }
       } catch (...) {  // out of memory while saving: the cache is only an optimisation
       }
