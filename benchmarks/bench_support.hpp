@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -165,23 +166,49 @@ bool verified(benchmark::State& state, verdict& v, Check&& check) {
   return true;
 }
 
-/// main() for a benchmark binary. A measurement by default: at least 0.5 s per
-/// repetition, 9 repetitions run in random interleaved order (so a noisy spell on a
-/// shared machine spreads over every variant instead of hitting one), only the
-/// aggregates (mean, median, stddev, cv) printed.
-/// These go in as flags ahead of the user's, so that a later flag wins
-/// (e.g. --benchmark_min_time=0.01 --benchmark_repetitions=1 for a smoke run).
-inline int run_main(int argc, char** argv, void (*register_all)()) {
-  static char min_time[] = "--benchmark_min_time=0.5";
-  static char repetitions[] = "--benchmark_repetitions=9";
-  static char aggregates[] = "--benchmark_report_aggregates_only=true";
-  static char interleave[] = "--benchmark_enable_random_interleaving=true";
-  std::vector<char*> args{argv[0], min_time, repetitions, aggregates, interleave};
+/// Says in the benchmark context how this binary was compiled. A build with
+/// KILN_PROGRAM_OPTIMIZE (the ci preset: -O1, compiled to check that it builds and runs)
+/// is marked `kiln_build: check build` and warned about on stderr: no figure from it may
+/// be quoted; measure with the release preset.
+inline void describe_build() {
+#if defined(KILN_PROGRAM_OPTIMIZE)
+  benchmark::AddCustomContext("kiln_build", "check build (" KILN_PROGRAM_OPTIMIZE "): not for timing");
+  std::fprintf(stderr, "kiln: this benchmark was compiled with %s for a check build; its timings are not kiln's "
+                       "(build it with the release preset to measure)\n", KILN_PROGRAM_OPTIMIZE);
+#else
+  benchmark::AddCustomContext("kiln_build", "release");
+#endif
+}
+
+/// Parses Google Benchmark's flags with `defaults` in front of the user's (so that a later
+/// flag wins, e.g. --benchmark_repetitions=1 for a smoke run) and describes the build.
+/// False when a flag is not recognised (it is reported).
+inline bool initialize(int argc, char** argv, std::initializer_list<const char*> defaults) {
+  // static: Google Benchmark may keep pointers into the argument list it parsed
+  static std::vector<std::string> flags;
+  static std::vector<char*> args;
+  flags.assign(defaults.begin(), defaults.end());
+  args.assign({argv[0]});
+  for (auto& f : flags) args.push_back(f.data());
   args.insert(args.end(), argv + 1, argv + argc);
   int n = static_cast<int>(args.size());
   args.push_back(nullptr);
   benchmark::Initialize(&n, args.data());
-  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return false;
+  describe_build();
+  return true;
+}
+
+/// main() for a benchmark binary. A measurement by default: at least 0.5 s per
+/// repetition, 9 repetitions run in random interleaved order (so a noisy spell on a
+/// shared machine spreads over every variant instead of hitting one), only the
+/// aggregates (mean, median, stddev, cv) printed.
+inline int run_main(int argc, char** argv, void (*register_all)()) {
+  if (!initialize(argc, argv,
+                  {"--benchmark_min_time=0.5", "--benchmark_repetitions=9", "--benchmark_report_aggregates_only=true",
+                   "--benchmark_enable_random_interleaving=true"})) {
+    return 1;
+  }
   register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

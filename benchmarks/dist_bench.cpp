@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.hpp"
+
 #include <kiln/dist/dist.hpp>
 #include <kiln/kiln.hpp>
 #if defined(KILN_BENCH_VULKAN)
@@ -229,14 +231,9 @@ int main(int argc, char** argv) {
   kiln::dist::environment env(argc, argv);
   // the order registered (kiln and MPI alternating, round after round), one run each;
   // flags given on the command line still win
-  static char interleave[] = "--benchmark_enable_random_interleaving=false";
-  static char repetitions[] = "--benchmark_repetitions=1";
-  std::vector<char*> args{argv[0], interleave, repetitions};
-  args.insert(args.end(), argv + 1, argv + argc);
-  int n = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&n, args.data());
-  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  if (!kiln_bench::initialize(argc, argv, {"--benchmark_enable_random_interleaving=false", "--benchmark_repetitions=1"})) {
+    return 1;
+  }
   register_all();
   if (comm().rank() != 0) {
     silent_reporter quiet;

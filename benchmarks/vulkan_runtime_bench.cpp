@@ -14,6 +14,8 @@
 #include <memory>
 #include <vector>
 
+#include "bench_support.hpp"
+
 #include <kiln/kiln.hpp>
 #include <kiln/vulkan.hpp>
 
@@ -230,4 +232,4 @@ BENCHMARK(BM_memcpy_256MiB)->Name("BM_memcpy_256MiB/host")->Unit(benchmark::kMil
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) { return kiln_bench::run_main(argc, argv, [] {}); }

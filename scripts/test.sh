@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# scripts/test.sh — installs missing packages, builds kiln (release preset: tests,
-# benchmarks, examples) and runs the whole test suite with ctest.
+# scripts/test.sh — installs missing packages, builds kiln (ci preset: the release build
+# of the library and its tests, with the benchmarks and examples compiled at -O1 to check
+# that they build and run; measure with the release preset) and runs the whole test
+# suite with ctest. `scripts/test.sh release` builds and tests the release preset instead.
 # `scripts/test.sh asan` runs the suite under AddressSanitizer + UBSan instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-preset="${1:-release}"
+preset="${1:-ci}"
 jobs="$(nproc)"
 
 bash scripts/setup.sh
