@@ -1,22 +1,23 @@
 // kiln/cpu/sampling/sample.hpp — kiln::sample on the CPU (cpu_structural_kernel<sample_op>).
 //
 // A row is read once through the prologue into a per-thread buffer and penalised there.
-// The cut-offs work on a list of candidate ids, as a host sampler does: top-k's k-th value
-// by nth_element (linear), top-p's by sorting the most likely candidates and walking
-// their probabilities' prefix sums (the cumsum kernel's scan, cpu/reduce/cumsum.hpp): 256
+// The cut-offs work as a host sampler does: top-k's k-th value from a min-heap of the k
+// largest (one pass); top-p's by sorting the most likely candidates and walking their
+// probabilities' prefix sums (the cumsum kernel's scan, cpu/reduce/cumsum.hpp): 256
 // candidates first, eight times more while the nucleus is not complete, so a peaked
-// distribution sorts a few hundred ids; past 4096 candidates (no top-k, a whole
-// vocabulary), the Vulkan kernel's 16-bin passes over the float keys instead of a sort. The kept set
-// is the one of the Vulkan kernel's histogram passes (kernels/sampling/sample.comp):
-// values >= the k-th largest, then the ties-kept sorted prefix reaching p, then min-p.
-// The draw sums the kept weights in index order in float. The GPU sums in another order,
-// so the backends agree except where a sum lands within rounding of a cut or the target.
+// distribution sorts a few hundred ids; past 4096 candidates (no top-k over a whole
+// vocabulary) the Vulkan kernel's 16-bin passes over the float keys instead of a sort.
+// The kept set is the Vulkan kernel's (kernels/sampling/sample.comp): values >= the k-th
+// largest, then the ties-kept sorted prefix reaching p, then min-p. The draw sums the
+// kept weights in index order in float; the GPU sums in another order, so the backends
+// agree except where a sum lands within rounding of a cut or of the target.
 // Rows split over threads; the buffers are per thread and kept between calls.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>  // std::greater
 #include <limits>
 #include <string>
 #include <vector>
@@ -140,22 +141,32 @@ std::int32_t sample_row(float* y, index_t V, const sample_op& op, const std::int
   if (o.temperature == 0.0f) return static_cast<std::int32_t>(arg);
   float cut = ninf;  // kept: y >= cut (and finite), then min-p
   const bool top_k = o.top_k > 0 && index_t(o.top_k) < V, top_p = o.top_p < 1.0f;
-  if (top_k || top_p) {
+  if (top_k) {
+    // the k largest values in a min-heap: one pass, most ids rejected by one compare
+    sc.q.clear();
+    const std::size_t k = std::size_t(o.top_k);
+    for (index_t i = 0; i < V; ++i) {
+      const float v = y[i];
+      if (v == ninf) continue;
+      if (sc.q.size() < k) {
+        sc.q.push_back(v);
+        std::push_heap(sc.q.begin(), sc.q.end(), std::greater<float>());
+      } else if (v > sc.q.front()) {
+        std::pop_heap(sc.q.begin(), sc.q.end(), std::greater<float>());
+        sc.q.back() = v;
+        std::push_heap(sc.q.begin(), sc.q.end(), std::greater<float>());
+      }
+    }
+    if (sc.q.size() == k) cut = sc.q.front();  // the k-th largest (fewer finite ids: no cut)
+  }
+  if (top_p) {
     sc.cand.clear();
     for (index_t i = 0; i < V; ++i)
-      if (y[i] != ninf) sc.cand.push_back(static_cast<std::int32_t>(i));
-    if (top_k && std::size_t(o.top_k) < sc.cand.size()) {
-      const auto kth = sc.cand.begin() + (o.top_k - 1);
-      std::nth_element(sc.cand.begin(), kth, sc.cand.end(), [&](std::int32_t a, std::int32_t b) { return y[a] > y[b]; });
-      cut = y[*kth];
-      std::erase_if(sc.cand, [&](std::int32_t i) { return y[i] < cut; });
-    }
-    if (top_p) {
-      float z = 0.0f;
-      for (std::int32_t i : sc.cand) z += std::exp(y[i] - m);
-      const float thr = o.top_p * z;
-      cut = std::max(cut, sc.cand.size() > sorted_limit ? top_p_cut_wide(y, sc.cand, m, thr, sc) : top_p_cut<A>(y, sc.cand, m, thr, sc));
-    }
+      if (y[i] != ninf && y[i] >= cut) sc.cand.push_back(static_cast<std::int32_t>(i));
+    float z = 0.0f;
+    for (std::int32_t i : sc.cand) z += std::exp(y[i] - m);
+    const float thr = o.top_p * z;
+    cut = std::max(cut, sc.cand.size() > sorted_limit ? top_p_cut_wide(y, sc.cand, m, thr, sc) : top_p_cut<A>(y, sc.cand, m, thr, sc));
   }
   const float inv_t = 1.0f / o.temperature;
   const auto kept = [&](index_t i) {
