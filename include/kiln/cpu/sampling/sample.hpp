@@ -119,22 +119,30 @@ template <class A>
 std::int32_t sample_row(float* y, index_t V, const sample_op& op, const std::int32_t* hist, float u, scratch& sc) {
   const sampling_options& o = op.opt;
   constexpr float ninf = -std::numeric_limits<float>::infinity(), big = std::numeric_limits<float>::max();
-  for (index_t i = 0; i < V; ++i) {
-    const float v = y[i];
-    y[i] = v != v ? ninf : v > big ? big : v;  // NaN: never drawn; +inf: the largest float
-  }
-  for (std::int32_t k = 0; k < op.history; ++k) {
-    float& v = y[hist[k]];
-    v = v > 0.0f ? v / o.repeat_penalty : v * o.repeat_penalty;
-    v -= o.presence_penalty;
-  }
-  // the largest (first on ties) and the drawable ids
+  // the largest (first on ties), in the pass that takes NaN out, again after penalties
   float m = ninf;
   index_t arg = -1;
   for (index_t i = 0; i < V; ++i) {
-    if (y[i] > m) {
-      m = y[i];
+    const float v = y[i] != y[i] ? ninf : std::min(y[i], big);  // NaN: never drawn; +inf: the largest float
+    y[i] = v;
+    if (v > m) {
+      m = v;
       arg = i;
+    }
+  }
+  if (op.history > 0) {
+    for (std::int32_t k = 0; k < op.history; ++k) {
+      float& v = y[hist[k]];
+      v = v > 0.0f ? v / o.repeat_penalty : v * o.repeat_penalty;
+      v -= o.presence_penalty;
+    }
+    m = ninf;
+    arg = -1;
+    for (index_t i = 0; i < V; ++i) {
+      if (y[i] > m) {
+        m = y[i];
+        arg = i;
+      }
     }
   }
   if (arg < 0) return -1;  // nothing finite
