@@ -378,3 +378,23 @@ TEST(sample_backends, cpu_and_vulkan_draw_the_same_ids) {
   EXPECT_EQ(kiln::vulkan::validation_messages().size(), before);
 }
 #endif
+
+// The logits as a strided view (the transpose of [V, rows]) and as f16 / bf16 go through
+// the kernels' prologue: the same ids as the contiguous f32 row holding the same values.
+TYPED_TEST(sample_test, strided_and_half_logits) {
+  using B = TypeParam;
+  const kiln::index_t rows = 6, V = 257;
+  std::vector<float> x = random_logits(std::size_t(rows * V), 31);
+  for (float& v : x) v = float(kiln::half(v));  // rounded to f16: the f16 copy holds the same values
+  std::vector<float> xt(x.size());
+  for (kiln::index_t r = 0; r < rows; ++r)
+    for (kiln::index_t i = 0; i < V; ++i) xt[std::size_t(i * rows + r)] = x[std::size_t(r * V + i)];
+  const kiln::sampling_options o{.temperature = 0.9f, .top_k = 30, .top_p = 0.9f, .seed = 8};
+  const auto want = draw<B>(x, rows, o, 2, {4, 5});
+  auto t = kiln::from_host(ctx<B>(), {V, rows}, std::span<const float>(xt));
+  EXPECT_EQ(kiln::sample(kiln::transpose(t, 0, 1), o, 2, std::vector<std::int32_t>{4, 5}).to_host(), want);
+  std::vector<kiln::half> h;
+  for (float v : x) h.push_back(kiln::half(v));
+  auto th = kiln::from_host(ctx<B>(), {rows, V}, std::span<const kiln::half>(h));
+  EXPECT_EQ(kiln::sample(th, o, 2, std::vector<std::int32_t>{4, 5}).to_host(), want);
+}
