@@ -4,7 +4,7 @@
 // kiln::attention over the same keys and values laid out contiguously: random block
 // tables (shuffled, non-contiguous blocks, unused entries -1), block sizes that do and do
 // not divide the lengths, lengths 0 and 1, GQA and MQA, odd head dims, B = 1 .. 16 of
-// mixed lengths, decode and causal prefill chunks, softcap and scale, f32 and f16; on the
+// mixed lengths, decode and causal prefill chunks, softcap and scale, f32, f16 and bf16; on the
 // CPU, decoding on one thread gives the contiguous kernel's bits. Writes through tables
 // leave the rest of the pool alone. The pool's accounting: 16 sequences of mixed lengths
 // in the memory a contiguous cache takes for 4 of the longest, a full pool reported
@@ -130,7 +130,7 @@ std::vector<T> check_case(std::mt19937_64& g, const paged_case& c, const std::st
   EXPECT_EQ(y.shape(), (kiln::shape{B, c.Hq, c.Sq, c.Dv})) << label;
   const std::vector<T> got = y.to_host();
   const double scale = c.o.scale ? *c.o.scale : 1.0 / std::sqrt(double(c.D));
-  const double round = std::is_same_v<T, kiln::half> ? 0x1p-11 : 0.0;
+  const double round = std::is_same_v<T, kiln::half> ? 0x1p-11 : std::is_same_v<T, kiln::bfloat16> ? 0x1p-8 : 0.0;
   const index_t per = c.Hq * c.Sq * c.Dv;
   for (index_t b = 0; b < B; ++b) {
     const index_t len = c.lens[std::size_t(b)];
@@ -194,14 +194,15 @@ TYPED_TEST(paged_attention_test, prefill_chunk_causal) {
   check_case<float, TypeParam>(g, c, "chunk, not causal");
 }
 
-// f16 storage (q, pools, result), softcap and an explicit scale.
-TYPED_TEST(paged_attention_test, f16_softcap_scale) {
+// f16 and bf16 storage (q, pools, result), softcap and an explicit scale.
+TYPED_TEST(paged_attention_test, f16_bf16_softcap_scale) {
   auto g = kiln_test::rng();
   paged_case c;
   c.Hq = 8, c.Hkv = 4, c.D = c.Dv = 64, c.bs = 16;
   c.lens = {100, 17, 0, 64, 300};
   c.o.causal = true;
   check_case<kiln::half, TypeParam>(g, c, "f16");
+  check_case<kiln::bfloat16, TypeParam>(g, c, "bf16");
   c.o.softcap = 5.0f;
   c.o.scale = 0.3f;
   check_case<float, TypeParam>(g, c, "softcap, scale");
