@@ -116,6 +116,13 @@ class checkpoint {
     return load_rows<W>(ctx, name, want, 0, want.rank() > 0 ? want[0] : 1);
   }
 
+  /// The stored bytes of the tensor called name, as the file holds them (for dtypes
+  /// load_rows does not convert, such as packed codes).
+  std::span<const std::byte> bytes(const std::string& name) const { return file_of(name).bytes(name); }
+
+  /// The path of the file holding the tensor called name (named in messages).
+  const std::string& path_of(const std::string& name) const { return file_of(name).path(); }
+
   /// The directory (named in messages).
   const std::string& dir() const noexcept { return dir_; }
 
