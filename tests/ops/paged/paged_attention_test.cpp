@@ -265,6 +265,42 @@ TEST(paged_attention_cpu, decode_bitwise_equal_to_contiguous_on_one_thread) {
   }
 }
 
+// One sequence of a long context and one kv head on two threads: the keys are split in
+// chunks and the partial softmaxes merged (the contiguous kernel's flash-decoding); a
+// second, short sequence leaves most chunks without keys. Against the float64 reference.
+TEST(paged_attention_cpu, key_split_long_context) {
+  using Bk = kiln::cpu<>;
+  kiln::context<Bk> two{kiln::threads{2}};
+  auto g = kiln_test::rng();
+  paged_case c;
+  c.Hq = 4, c.Hkv = 1, c.D = c.Dv = 64, c.bs = 16;  // enough work for two threads, two tasks
+  c.lens = {3001, 5};
+  c.o.causal = true;
+  const auto h = make_host<float>(g, c);
+  const index_t B = 2;
+  auto put = [&](const auto& v, const kiln::shape& s) {
+    using T = typename std::remove_cvref_t<decltype(v)>::value_type;
+    return kiln::from_host(two, s, std::span<const T>(v));
+  };
+  auto q = put(h.q, {B, c.Hq, 1, c.D});
+  auto kp = put(h.k, {h.N, c.Hkv, c.bs, c.D}), vp = put(h.v, {h.N, c.Hkv, c.bs, c.Dv});
+  auto tb = put(h.tables, {B, h.M}), ln = put(h.lens, {B});
+  const std::string variant = kiln::kernel_variant(kiln::paged_attention(q, kp, vp, tb, ln, c.o));
+  EXPECT_TRUE(has(variant, "cpu.paged_attention.rows split ")) << variant;
+  kiln::tensor<float, Bk> y;
+  y = kiln::paged_attention(q, kp, vp, tb, ln, c.o);
+  const auto got = y.to_host();
+  const index_t per = c.Hq * c.Dv;
+  for (index_t b = 0; b < B; ++b) {
+    const index_t len = c.lens[std::size_t(b)];
+    const std::vector<float> qb(h.q.begin() + b * c.Hq * c.D, h.q.begin() + (b + 1) * c.Hq * c.D);
+    const auto ref = ref_attention({1, c.Hq, c.Hkv, 1, len, c.D, c.Dv}, doubles(qb), doubles(gather(h, h.k, c, b, c.D)),
+                                   doubles(gather(h, h.v, c, b, c.Dv)), {}, {}, true, 1.0 / std::sqrt(double(c.D)), 0.0, 0.0);
+    expect_close(std::vector<float>(got.begin() + b * per, got.begin() + (b + 1) * per), ref,
+                 variant + " sequence " + std::to_string(b) + " " + kiln_test::seed_note());
+  }
+}
+
 // paged_write puts each row at its position through the table and leaves every other
 // pool row as it was; a prologue (here a scaled expression) is evaluated on the way.
 TYPED_TEST(paged_attention_test, write_through_tables) {

@@ -9,10 +9,11 @@
 // goes in sub-tiles of 16 keys, each key's v row found through the table. Tile and
 // sub-tile boundaries, the dot products, the softmax and the accumulation order are the
 // contiguous rows path's, so a statement the contiguous kernel runs on its rows path
-// without a key split (decoding on one thread) gives the same bits. Not done here (yet):
-// the key split of a long context over threads when the tasks are fewer than the threads
-// (one sequence with one kv head), and the tiled (GEMM micro-kernel) path for long
-// prefill chunks.
+// without a key split (decoding on one thread) gives the same bits. When the tasks are
+// fewer than the threads can use and the longest sequence has many keys (one sequence,
+// few kv heads), the keys are split too, in chunks of whole tiles, and the partial
+// softmaxes merged in order (flash.hpp's flash-decoding, the same arithmetic). Not done
+// here (yet): the tiled (GEMM micro-kernel) path for long prefill chunks.
 //
 // The tables and lengths are checked before anything runs (check_paged_host).
 // paged_write copies each new row (its prologue evaluated) to its pool row.
@@ -20,7 +21,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <memory>
+#include <new>
 #include <string>
 #include <type_traits>
 
@@ -103,7 +108,10 @@ struct kernel {
     return v + blk * vs[0] + h * vs[1] + (j % d.bs) * vs[2];
   }
 
-  void run_task(index_t t) const {
+  /// Task t over keys [split * chunk, (split + 1) * chunk) (chunk 0: all keys). With a
+  /// partial buffer (a key split) the rows' max, sum and unnormalised output go there
+  /// (rows x (Dv + 2) floats) for merge(); without, the result goes out.
+  void run_task(index_t t, index_t split = 0, index_t chunk = 0, float* partial = nullptr) const {
     const index_t grp = t / blocks_per_group, blk = t % blocks_per_group;
     const index_t b = grp / d.Hkv, h = grp % d.Hkv;
     const index_t r0 = blk * max_rows, r1 = std::min(d.group() * d.Sq, r0 + max_rows), rows = r1 - r0;
@@ -144,8 +152,10 @@ struct kernel {
       }
       ke = std::clamp<index_t>(last_q + len - d.Sq + 1, 0, len);
     }
-    for (index_t j0 = 0; j0 < ke; j0 += key_tile) {
-      const index_t n = std::min(key_tile, ke - j0);
+    const index_t kb = split * chunk;  // a multiple of key_tile: the unsplit tiles
+    const index_t kend = chunk > 0 ? std::min(ke, kb + chunk) : ke;
+    for (index_t j0 = kb; j0 < kend; j0 += key_tile) {
+      const index_t n = std::min(key_tile, kend - j0);
       const index_t npad = (n + L - 1) / L * L;
       for (index_t j = j0; j < j0 + n;) {  // a run of keys inside one pool block
         const index_t run = std::min(d.bs - j % d.bs, j0 + n - j), next = j + run;
@@ -180,6 +190,16 @@ struct kernel {
         }
       }
     }
+    if (partial) {  // per row m, l, then Dv outputs
+      const index_t w = d.Dv + 2;
+      for (index_t r = 0; r < rows; ++r) {
+        float* dst = partial + r * w;
+        dst[0] = m[r];
+        dst[1] = l[r];
+        std::copy(o + r * ldo(), o + r * ldo() + d.Dv, dst + 2);
+      }
+      return;
+    }
     // o / l row by row, compacted to rows x Dv (cpu_attn::flash::finish_rows)
     for (index_t r = 0; r < rows; ++r) {
       const float* src = o + r * ldo();
@@ -190,6 +210,45 @@ struct kernel {
       }
       const float inv = 1.0f / l[r];
       for (index_t c = 0; c < d.Dv; ++c) dst[c] = src[c] * inv;
+    }
+    io.store((grow + r0) * d.Dv, (grow + r1) * d.Dv, o);
+  }
+
+  /// Task t's rows from the partial states of its `splits` key chunks (split_stride
+  /// floats apart), merged in order as cpu_attn::flash::merge does, then stored.
+  void merge(index_t t, const float* partial, index_t splits, index_t split_stride) const {
+    const index_t grp = t / blocks_per_group, blk = t % blocks_per_group;
+    const index_t b = grp / d.Hkv, h = grp % d.Hkv;
+    const index_t r0 = blk * max_rows, r1 = std::min(d.group() * d.Sq, r0 + max_rows), rows = r1 - r0;
+    if (rows <= 0) return;
+    const index_t grow = (b * d.Hq + h * d.group()) * d.Sq;
+    const index_t w = d.Dv + 2;
+    float* o = reinterpret_cast<float*>(cpu_scheduler::scratch(cpu_attn::floats_bytes(std::size_t(rows * d.Dv))));
+    for (index_t r = 0; r < rows; ++r) {
+      float M = neg_inf;
+      bool nan = false;
+      for (index_t sp = 0; sp < splits; ++sp) {
+        const float* st = partial + sp * split_stride + r * w;
+        nan = nan || st[1] != st[1];
+        M = std::max(M, st[0]);
+      }
+      float* orow = o + r * d.Dv;
+      if (nan) {
+        std::fill(orow, orow + d.Dv, std::numeric_limits<float>::quiet_NaN());
+        continue;
+      }
+      std::fill(orow, orow + d.Dv, 0.0f);
+      if (M == neg_inf) continue;  // no key seen by any split: zeros
+      float Lsum = 0.0f;
+      for (index_t sp = 0; sp < splits; ++sp) {
+        const float* st = partial + sp * split_stride + r * w;
+        if (st[0] == neg_inf) continue;
+        const float f = std::exp(st[0] - M);
+        Lsum += st[1] * f;
+        for (index_t c = 0; c < d.Dv; ++c) orow[c] += st[2 + c] * f;
+      }
+      const float inv = 1.0f / Lsum;
+      for (index_t c = 0; c < d.Dv; ++c) orow[c] *= inv;
     }
     io.store((grow + r0) * d.Dv, (grow + r1) * d.Dv, o);
   }
@@ -319,6 +378,12 @@ struct kernel {
   }
 };
 
+/// How run() cuts the work: tasks of rows, key chunks, threads.
+struct split_plan {
+  index_t tasks = 0, splits = 1, chunk = 0;
+  int threads = 1;
+};
+
 }  // namespace cpu_paged
 
 template <class KT, class VT>
@@ -332,18 +397,61 @@ struct cpu_structural_kernel<paged_attention_op<KT, VT>> {
                      lt.strides()[0], d, 0, paged_attention_operands(s));
     if (d.B == 0 || d.Hq == 0 || d.Sq == 0 || d.Dv == 0) return;
     const cpu_paged::kernel<A, Io, S> kn(io, s);
-    double keys = 0.0;
-    for (index_t b = 0; b < d.B; ++b) keys += double(lt.data()[b * lt.strides()[0]]);
-    const double work = keys * double(d.Hq) * double(d.Sq) * double(d.D + d.Dv);
-    const index_t tasks = d.B * d.Hkv * kn.blocks_per_group;
-    const int threads = static_cast<int>(
-        std::min<double>(std::clamp(work / double(1 << 18), 1.0, double(std::max(1, state.num_threads))), double(tasks)));
-    cpu_loop::for_tasks(tasks, threads, [&](index_t t) { kn.run_task(t); });
+    const cpu_paged::split_plan p = plan(state.num_threads, d, kn.blocks_per_group, lt.data(), lt.strides()[0]);
+    if (p.splits == 1) {
+      cpu_loop::for_tasks(p.tasks, p.threads, [&](index_t t) { kn.run_task(t); });
+      return;
+    }
+    // flash-decoding (flash.hpp's key split): each chunk's partial softmax, then a merge in order
+    const index_t split_stride = cpu_paged::max_rows * (d.Dv + 2), task_stride = split_stride * p.splits;
+    const auto floats = static_cast<std::size_t>(p.tasks * task_stride);
+    std::unique_ptr<float[]> partial(new (std::nothrow) float[floats]);
+    if (!partial) {
+      throw out_of_memory("kiln::paged_attention: allocating " + std::to_string(floats * sizeof(float)) +
+                              " bytes of partial results for " + s.describe() + " failed",
+                          floats * sizeof(float), 0);
+    }
+    cpu_loop::for_tasks(p.tasks * p.splits, p.threads, [&](index_t t) {
+      const index_t task = t / p.splits, split = t % p.splits;
+      kn.run_task(task, split, p.chunk, partial.get() + task * task_stride + split * split_stride);
+    });
+    cpu_loop::for_tasks(p.tasks, p.threads, [&](index_t t) { kn.merge(t, partial.get() + t * task_stride, p.splits, split_stride); });
   }
 
+  /// Threads, and the key split when the tasks are fewer than the threads can use and
+  /// the keys many (flash.hpp's rule, over the longest sequence): chunks of whole tiles.
+  static cpu_paged::split_plan plan(int num_threads, const paged_dims& d, index_t blocks_per_group, const std::int32_t* lens,
+                                    index_t ls0) {
+    cpu_paged::split_plan p;
+    double keys = 0.0;
+    index_t longest = 0;
+    for (index_t b = 0; b < d.B; ++b) {
+      keys += double(lens[b * ls0]);
+      longest = std::max<index_t>(longest, lens[b * ls0]);
+    }
+    const double work = keys * double(d.Hq) * double(d.Sq) * double(d.D + d.Dv);
+    p.tasks = d.B * d.Hkv * blocks_per_group;
+    const int threads = static_cast<int>(std::clamp(work / double(1 << 18), 1.0, double(std::max(1, num_threads))));
+    constexpr index_t tile = cpu_paged::key_tile;
+    if (threads > 1 && p.tasks < 4 * threads && longest >= 4 * tile) {
+      const index_t want = std::min<index_t>((4 * threads + p.tasks - 1) / p.tasks, longest / (2 * tile));
+      if (want > 1) {
+        p.chunk = ((longest + want - 1) / want + tile - 1) / tile * tile;
+        p.splits = (longest + p.chunk - 1) / p.chunk;
+      }
+    }
+    p.threads = static_cast<int>(std::min<index_t>(threads, p.tasks * p.splits));
+    return p;
+  }
+
+  /// "cpu.paged_attention.rows", with " split N" when the keys are split (kiln::kernel_variant).
   template <class A, class S>
-  static std::string variant(const S&) {
-    return "cpu.paged_attention.rows";
+  static std::string variant(const S& s) {
+    const paged_dims d = paged_attention_dims_of(s);
+    const auto& lt = std::get<3>(s.params).t;
+    const index_t per = (d.group() * d.Sq + cpu_paged::max_rows - 1) / cpu_paged::max_rows;
+    const cpu_paged::split_plan p = plan(lt.storage()->ctx->num_threads, d, per, lt.data(), lt.strides()[0]);
+    return std::string("cpu.paged_attention.rows") + (p.splits > 1 ? " split " + std::to_string(p.splits) : "");
   }
 };
 
