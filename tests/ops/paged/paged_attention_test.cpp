@@ -327,6 +327,11 @@ TYPED_TEST(paged_attention_test, write_through_tables) {
           want[std::size_t(((blk * Hkv + h) * bs + t % bs) * D + d)] = 2.0f * rows[std::size_t(((b * Hkv + h) * S + s) * D + d)];
       }
   EXPECT_EQ(pool.to_host(), want);
+  // an f16 pool, the rows cast on the way (the prologue)
+  auto hpool = kiln::full(kiln_test::ctx<TypeParam>(), {N, Hkv, bs, D}, kiln::half(-7.0f));
+  kiln::paged_write(hpool, kiln::cast<kiln::half>(x * 2.0f), tb, st);
+  const std::vector<kiln::half> got = hpool.to_host();
+  for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(float(got[i]), float(kiln::half(want[i]))) << i;
 }
 
 // A decoding loop over a paged_kv_cache (prompts of different lengths written as one
