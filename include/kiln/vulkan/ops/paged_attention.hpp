@@ -93,7 +93,8 @@ struct vk_structural_kernel<paged_attention_op<KT, VT>> {
     paged_detail::check_limit(std::uint64_t(s.input_shape.numel()), what, index_limit::elements);
     paged_detail::check_limit(std::uint64_t(kt.numel()) + std::uint64_t(vt.numel()), what, index_limit::elements);
     paged_detail::check_limit(std::uint64_t(d.B) * std::uint64_t(d.M) + std::uint64_t(d.B) + 1, what, index_limit::elements);
-    paged_detail::check_limit(std::uint64_t(d.M) * std::uint64_t(d.bs), what, index_limit::elements);
+    // (the kernel clamps lengths, int32 like the lengths themselves, to M * bs)
+    paged_detail::check_limit(2 * std::uint64_t(d.M) * std::uint64_t(d.bs), what, index_limit::elements);
 
     const device_caps dev = device_caps_of(*out.storage()->ctx);
     const auto in_lay = make_input_layout(s.input_shape, s.arg);
