@@ -1,0 +1,176 @@
+// benchmarks/bitnet_bench.cpp — the BitNet b1.58 decoder (kiln/models/bitnet.hpp) on the
+// CPU at 1 and 2 threads, at the shape of microsoft/bitnet-b1.58-2B-4T (hidden 2560, FFN
+// 6912, 30 layers, 20 query and 5 kv heads of 128, vocabulary 128256, tied table) with
+// random ternary codes (a scale per row) and a random table, beside kiln's copy bandwidth:
+//   BM_bitnet_decode/<table>/<t>T    one token per iteration after a 128-token prompt:
+//                                    tok/s, and "weights GB/s", the weight bytes read per
+//                                    token (ternary codes + scales, LM head, norms) times tok/s
+//   BM_bitnet_prefill/<table>/<t>T   128 prompt tokens in one forward step: tok/s
+//   BM_copy/<t>T                     kiln's copy of 512 MiB (bytes read plus written)
+// <table>: the embedding / LM head kept as bf16 or int8. The weight-streaming bound of
+// decode is BM_copy's GB/s over the weight bytes per token (the label); "weights GB/s"
+// over BM_copy's GB/s is the fraction of it reached. KILN_BITNET_BENCH_LAYERS changes the
+// layer count (a quick run).
+#include "llama_bench.hpp"
+
+#include <kiln/models/bitnet.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using B = kiln::cpu<>;
+using kiln::index_t;
+using table_dtype = kiln::bitnet::table_dtype;
+
+const kiln::context<B>& ctx(int threads) {
+  static std::map<int, std::unique_ptr<kiln::context<B>>> ctxs;
+  auto& c = ctxs[threads];
+  if (!c) c = std::make_unique<kiln::context<B>>(kiln::threads{threads});
+  return *c;
+}
+
+kiln::bitnet::config shape() {
+  kiln::bitnet::config c;
+  c.hidden_size = 2560;
+  c.intermediate_size = 6912;
+  c.num_hidden_layers = 30;
+  c.num_attention_heads = 20;
+  c.num_key_value_heads = 5;
+  c.head_dim = 128;
+  c.vocab_size = 128256;
+  c.max_position_embeddings = 4096;
+  c.rms_norm_eps = 1e-5f;
+  c.rope_theta = 500000.0f;
+  c.tie_word_embeddings = true;
+  if (const char* l = std::getenv("KILN_BITNET_BENCH_LAYERS")) c.num_hidden_layers = std::max(1, std::atoi(l));
+  return c;
+}
+
+constexpr index_t prompt_len = 128;
+
+/// A [rows, cols] ternary matrix of random codes (-1, 0, 1 equally likely), one block, a
+/// scale of 1/sqrt(cols) per row.
+kiln::bitnet::ternary_matrix<B> random_ternary(const kiln::context<B>& c, index_t rows, index_t cols, std::uint64_t& seed) {
+  const index_t chunks = kiln::detail::chunks_for<kiln::quant::ternary>(cols), words = chunks * 8;
+  std::vector<std::uint8_t> valid;  // bytes whose four 2-bit fields are 0, 1 or 2 (code + 1)
+  for (unsigned b = 0; b < 256; ++b) {
+    if ((b & 3) != 3 && ((b >> 2) & 3) != 3 && ((b >> 4) & 3) != 3 && ((b >> 6) & 3) != 3) valid.push_back(std::uint8_t(b));
+  }
+  std::vector<std::int32_t> host(static_cast<std::size_t>(rows * words));
+  auto* bytes = reinterpret_cast<std::uint8_t*>(host.data());
+  std::uint64_t x = 0x9E3779B97F4A7C15ull * ++seed;
+  for (std::size_t i = 0; i < host.size() * 4; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    bytes[i] = valid[(x >> 32) % valid.size()];
+  }
+  kiln::detail::quant_layout l;
+  l.N = rows;
+  l.K = cols;
+  l.group = cols;
+  l.groups = 1;
+  l.chunks = chunks;
+  l.words = words;
+  kiln::bitnet::ternary_matrix<B> m;
+  m.blocks.emplace_back(kiln::from_host(c, kiln::shape{rows, words}, std::span<const std::int32_t>(host)),
+                        kiln::full(c, {rows, 1}, float(1.0 / std::sqrt(double(cols)))), l);
+  return m;
+}
+
+kiln::bitnet::model<B> make(const kiln::context<B>& c, table_dtype t) {
+  const auto cfg = shape();
+  const index_t H = cfg.hidden_size, I = cfg.intermediate_size, D = cfg.head_dim, V = cfg.vocab_size;
+  const index_t nq = cfg.num_attention_heads * D, nk = cfg.num_key_value_heads * D;
+  kiln::bitnet::load_options o;
+  o.max_len = 1024;
+  o.lm_head = t;
+  std::uint64_t seed = 1;
+  std::vector<kiln::bitnet::model<B>::layer> layers;
+  for (index_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    layers.push_back({kiln::full(c, {H}, 1.0f), kiln::full(c, {nq}, 1.0f), random_ternary(c, nq + 2 * nk, H, seed),
+                      random_ternary(c, H, nq, seed), kiln::full(c, {H}, 1.0f), kiln::full(c, {I}, 1.0f),
+                      random_ternary(c, 2 * I, H, seed), random_ternary(c, H, I, seed)});
+  }
+  kiln::bitnet::table<B> table;
+  table.dtype = t;
+  table.t16b = kiln::models::matrix<kiln::bfloat16, B>::build(V, H, o.max_block_bytes, [&](index_t r0, index_t r1) {
+    return kiln::random<kiln::bfloat16>(c, {r1 - r0, H}, -1.0, 1.0, seed++);
+  });
+  if (t == table_dtype::int8) table.t16b.quantize(kiln::models::weight_quant::int8, "the table");
+  return kiln::bitnet::model<B>(c, cfg, table, std::move(layers), kiln::full(c, {H}, 1.0f), table, o);
+}
+
+/// One model alive at a time: the last one asked for.
+kiln::bitnet::model<B>& cached(int threads, table_dtype t) {
+  static std::unique_ptr<kiln::bitnet::model<B>> m;
+  static std::pair<int, table_dtype> made_for{0, table_dtype::bf16};
+  if (!m || made_for != std::pair{threads, t}) {
+    m.reset();
+    m = std::make_unique<kiln::bitnet::model<B>>(make(ctx(threads), t));
+    made_for = {threads, t};
+  }
+  return *m;
+}
+
+std::vector<std::int32_t> prompt() {
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(prompt_len));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7919 + 1) % 128256);
+  return ids;
+}
+
+void decode(benchmark::State& state, int threads, table_dtype t) {
+  auto& m = cached(threads, t);
+  m.reset();
+  m.forward(prompt()).to_host();  // the prefill done before the clock starts
+  std::int32_t next = 1;
+  for (auto _ : state) {
+    if (m.position() == m.capacity()) m.rewind(prompt_len);
+    auto logits = m.forward(std::span<const std::int32_t>(&next, 1));
+    next = kiln::bitnet::argmax_row(logits, 0);  // waits for the step, as greedy decoding does
+  }
+  state.counters["tok/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
+  kiln_bench::set_bytes(state, m.weight_bytes_per_token());
+  state.SetLabel(std::to_string(m.weight_bytes_per_token() / 1e9).substr(0, 5) + " GB of weights per token, " +
+                 std::to_string(m.cfg().num_hidden_layers) + " layers");
+}
+
+void prefill(benchmark::State& state, int threads, table_dtype t) {
+  auto& m = cached(threads, t);
+  const auto ids = prompt();
+  for (auto _ : state) {
+    m.reset();
+    benchmark::DoNotOptimize(m.forward(ids).to_host());  // waits for the step
+  }
+  state.counters["tok/s"] = benchmark::Counter(double(prompt_len), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void register_all() {
+  for (int t : kiln_bench::thread_counts()) {
+    kiln_bench::configure(benchmark::RegisterBenchmark(("BM_copy/" + std::to_string(t) + "T").c_str(),
+                                                       [t](benchmark::State& s) { llama_bench::copy(s, ctx(t)); }))
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (table_dtype d : {table_dtype::bf16, table_dtype::int8}) {
+    for (int t : kiln_bench::thread_counts()) {
+      const std::string tail = std::string(kiln::bitnet::to_string(d)) + "/" + std::to_string(t) + "T";
+      kiln_bench::configure(benchmark::RegisterBenchmark(("BM_bitnet_decode/" + tail).c_str(),
+                                                         [t, d](benchmark::State& s) { decode(s, t, d); }))
+          ->Unit(benchmark::kMillisecond);
+      kiln_bench::configure(benchmark::RegisterBenchmark(("BM_bitnet_prefill/" + tail).c_str(),
+                                                         [t, d](benchmark::State& s) { prefill(s, t, d); }))
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return llama_bench::run_main(argc, argv, register_all); }
