@@ -486,7 +486,7 @@ void embed(const context<B>& ctx, tensor<float, B>& h, const table<B>& t, std::s
 }  // namespace detail
 
 // The decoder's large members, out of the class: kiln's own programs compile them once in
-// kiln_llama_instances (src/bitnet_instances_{cpu,vulkan}.cpp; see the end of this file).
+// kiln_llama_instances (src/llama_instances_{cpu,vulkan}.cpp; see the end of this file).
 
 template <class B>
 model<B> model<B>::load(const context<B>& ctx, const std::string& dir, load_options opt) {
@@ -635,7 +635,7 @@ tensor<float, B> model<B>::forward(std::span<const std::int32_t> ids, bool all_p
 }
 
 // kiln's own programs link kiln_llama_instances, which compiles this decoder once
-// (src/bitnet_instances_{cpu,vulkan}.cpp) beside the Llama ones and defines
+// (src/llama_instances_{cpu,vulkan}.cpp) beside the Llama ones and defines
 // KILN_LLAMA_INSTANCES for them; other programs instantiate as usual.
 #if defined(KILN_LLAMA_INSTANCES)
 extern template class model<cpu<>>;
