@@ -1,7 +1,8 @@
-// examples/transformer.cpp — text generation with a Llama-architecture checkpoint
+// examples/transformer.cpp — text generation with a Llama or BitNet b1.58 checkpoint
 // (Hugging Face directory: config.json + *.safetensors, and tokenizer.json for text), the
-// decoder of kiln/models/llama.hpp, kiln::text's tokenizer and chat template, and
-// kiln::sample on the logits' device.
+// decoders of kiln/models/llama.hpp and bitnet.hpp (config.json's model_type /
+// architectures picks one), kiln::text's tokenizer and chat template, and kiln::sample on
+// the logits' device.
 //
 //   transformer MODEL_DIR --prompt "Once upon a time" --steps 64 --temperature 0.8 --top-p 0.95
 //   echo "Why is the sky blue?" | transformer MODEL_DIR --chat --system "Be brief."
@@ -24,10 +25,15 @@
 // --repeat-penalty / --presence-penalty over the last --repeat-last-n ids (prompt
 // included), in llama.cpp's order (kiln/ops/sampling/sample.hpp), and --seed names the
 // run: the same seed and flags repeat the same tokens on a backend (without --seed a
-// random one is picked and printed on standard error). --weights picks the dtype the
-// weights are kept in (default f32; int8 and int4 quantize the projections and the LM
-// head at load); activations and the KV cache are float32.
+// random one is picked and printed on standard error). Llama: --weights picks the dtype
+// the weights are kept in (default f32; int8 and int4 quantize the projections and the LM
+// head at load). BitNet: the projections are ternary (W1.58A8) as the checkpoint has
+// them (packed, or bf16 master weights quantized at load), and --lm-head keeps the
+// embedding and tied LM head as bf16 (default), f16 or int8. Activations and the KV cache
+// are float32.
 #include <kiln/kiln.hpp>
+#include <kiln/models/architecture.hpp>
+#include <kiln/models/bitnet.hpp>
 #include <kiln/models/llama.hpp>
 #ifdef KILN_EXAMPLE_VULKAN
 #include <kiln/vulkan.hpp>
@@ -58,8 +64,8 @@
 namespace {
 
 struct args {
-  std::string dir, backend = "cpu", weights = "f32", logits, ids_text, tokenizer, system, prompt;
-  bool has_prompt = false, has_seed = false;
+  std::string dir, backend = "cpu", weights = "f32", lm_head = "bf16", logits, ids_text, tokenizer, system, prompt;
+  bool has_prompt = false, has_seed = false, has_weights = false, has_lm_head = false;
   std::vector<std::int32_t> ids;
   long steps = 32, threads = 0, max_len = 0, repeat_last_n = 64;
   bool chat = false, ignore_eos = false, print_ids = false;
@@ -127,7 +133,7 @@ CLI::Validator within(double lo, bool lo_open, double hi, bool hi_open, const st
 constexpr double unbounded = 1e300;
 
 int parse(int argc, char** argv, args& a) {
-  CLI::App app{"Text generation with a Llama-architecture checkpoint (kiln)", "transformer"};
+  CLI::App app{"Text generation with a Llama or BitNet b1.58 checkpoint (kiln)", "transformer"};
   app.get_formatter()->column_width(34);
   app.add_option("model", a.dir, "Hugging Face model directory (config.json, *.safetensors; tokenizer.json for text)")
       ->required()
@@ -140,7 +146,10 @@ int parse(int argc, char** argv, args& a) {
                   ->check(CLI::ExistingPath);
   app.add_option("--steps,-n", a.steps, "tokens to generate (text: at most)")->check(CLI::PositiveNumber);
   app.add_option("--backend", a.backend, "where to run")->check(CLI::IsMember({"cpu", "vulkan"}));
-  app.add_option("--weights", a.weights, "dtype the weights are kept in")->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
+  auto* weights = app.add_option("--weights", a.weights, "Llama: dtype the weights are kept in")
+                      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
+  auto* lm_head = app.add_option("--lm-head", a.lm_head, "BitNet: dtype of the embedding and tied LM head")
+                      ->check(CLI::IsMember({"bf16", "f16", "int8"}));
   app.add_option("--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--max-len", a.max_len, "KV cache positions (0: prompt + steps)")->check(CLI::NonNegativeNumber);
   app.add_option("--logits", a.logits, "write each step's logits (float32 rows) to FILE");
@@ -164,6 +173,8 @@ int parse(int argc, char** argv, args& a) {
     if (ids->count()) a.ids = parse_ids(a.ids_text);
     a.has_prompt = prompt->count() > 0;
     a.has_seed = seed->count() > 0;
+    a.has_weights = weights->count() > 0;
+    a.has_lm_head = lm_head->count() > 0;
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
@@ -183,8 +194,10 @@ struct text_io {
   std::vector<std::int32_t> eos;
 };
 
-template <class W, class B>
-int run(const kiln::context<B>& ctx, const args& a) {
+/// Generation with the model load(max_len) returns (a kiln::llama::model or a
+/// kiln::bitnet::model: the same forward / capacity / cfg); `what` names its weights.
+template <class B, class Load>
+int run(const kiln::context<B>&, const args& a, Load&& load, const std::string& what) {
   using clock = std::chrono::steady_clock;
   const bool text = a.ids.empty();
   text_io tio;
@@ -214,12 +227,8 @@ int run(const kiln::context<B>& ctx, const args& a) {
     }
   }
 
-  kiln::llama::load_options lo;
-  lo.max_len = a.max_len > 0 ? a.max_len : static_cast<kiln::index_t>(prompt.size()) + a.steps;
-  if (a.weights == "int8") lo.quant = kiln::llama::weight_quant::int8;
-  if (a.weights == "int4") lo.quant = kiln::llama::weight_quant::int4;
   const auto t0 = clock::now();
-  auto m = kiln::llama::model<W, B>::load(ctx, a.dir, lo);
+  auto m = load(a.max_len > 0 ? a.max_len : static_cast<kiln::index_t>(prompt.size()) + a.steps);
   const auto t1 = clock::now();
   if (static_cast<kiln::index_t>(prompt.size()) + a.steps - 1 > m.capacity()) {
     throw kiln::shape_error("transformer: " + std::to_string(prompt.size()) + " prompt tokens and " + std::to_string(a.steps) +
@@ -289,8 +298,8 @@ int run(const kiln::context<B>& ctx, const args& a) {
     std::fprintf(stats, "decode: %zu tokens in %.3f s, %.2f tokens/s\n", generated.size() - 1, decode_s,
                  double(generated.size() - 1) / decode_s);
   }
-  std::fprintf(stderr, "loaded %s (%lld layers, %.1fM parameters, %s weights) in %.2f s on %s\n", a.dir.c_str(),
-               static_cast<long long>(m.cfg().num_hidden_layers), double(m.cfg().parameters()) / 1e6, a.weights.c_str(),
+  std::fprintf(stderr, "loaded %s (%lld layers, %s, %.1f MB of weights read per token) in %.2f s on %s\n", a.dir.c_str(),
+               static_cast<long long>(m.cfg().num_hidden_layers), what.c_str(), m.weight_bytes_per_token() / 1e6,
                std::chrono::duration<double>(t1 - t0).count(), a.backend.c_str());
   return 0;
 }
@@ -301,10 +310,43 @@ int main(int argc, char** argv) {
   args a;
   if (const int rc = parse(argc, argv, a); rc >= 0) return rc;
   try {
+    const auto arch = kiln::models::architecture_of_dir(a.dir);
+    if (arch == kiln::models::architecture::bitnet && a.has_weights) {
+      std::cerr << "--weights: a BitNet checkpoint's projections are ternary; --lm-head picks its table's dtype\n"
+                   "Run with --help for more information.\n";
+      return 2;
+    }
+    if (arch == kiln::models::architecture::llama && a.has_lm_head) {
+      std::cerr << "--lm-head: only for BitNet checkpoints (a Llama checkpoint's dtype is --weights)\n"
+                   "Run with --help for more information.\n";
+      return 2;
+    }
     const auto go = [&](const auto& ctx) {
-      if (a.weights == "f16") return run<kiln::half>(ctx, a);
-      if (a.weights == "bf16") return run<kiln::bfloat16>(ctx, a);
-      return run<float>(ctx, a);  // f32, int8, int4
+      using B = typename std::remove_cvref_t<decltype(ctx)>::backend_type;
+      if (arch == kiln::models::architecture::bitnet) {
+        const auto table = kiln::bitnet::table_dtype_from(a.lm_head);
+        return run(
+            ctx, a,
+            [&](kiln::index_t max_len) {
+              return kiln::bitnet::model<B>::load(ctx, a.dir, {.max_len = max_len, .lm_head = table});
+            },
+            std::string("BitNet b1.58, ternary projections, ") + kiln::bitnet::to_string(table) + " LM head");
+      }
+      kiln::llama::load_options lo;
+      if (a.weights == "int8") lo.quant = kiln::llama::weight_quant::int8;
+      if (a.weights == "int4") lo.quant = kiln::llama::weight_quant::int4;
+      const auto llama = [&]<class W>() {
+        return run(
+            ctx, a,
+            [&](kiln::index_t max_len) {
+              lo.max_len = max_len;
+              return kiln::llama::model<W, B>::load(ctx, a.dir, lo);
+            },
+            "Llama, " + a.weights + " weights");
+      };
+      if (a.weights == "f16") return llama.template operator()<kiln::half>();
+      if (a.weights == "bf16") return llama.template operator()<kiln::bfloat16>();
+      return llama.template operator()<float>();  // f32, int8, int4
     };
     if (a.backend == "vulkan") {
 #ifdef KILN_EXAMPLE_VULKAN

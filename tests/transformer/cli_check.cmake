@@ -78,7 +78,7 @@ elseif(CHECK STREQUAL "errors")
   foreach(case "--top-p;1.5;--top-p" "--top-p;0;--top-p" "--temperature;-1;--temperature" "--min-p;2;--min-p"
                "--top-k;x;--top-k" "--steps;0;--steps" "--backend;tpu;--backend" "--weights;f64;--weights"
                "--ids;1,x;--ids" "--ids;-4;--ids" "--repeat-penalty;0;--repeat-penalty" "--bogus;1;--bogus"
-               "--stop;;--stop")
+               "--stop;;--stop" "--lm-head;fp8;--lm-head" "--lm-head;int8;--lm-head")
     list(GET case 0 flag)
     list(GET case 1 value)
     list(GET case 2 name)
@@ -90,6 +90,13 @@ elseif(CHECK STREQUAL "errors")
   run(o e r --ids 1,2 --chat)
   if(NOT r EQUAL 2 OR NOT e MATCHES "--chat")
     message(FATAL_ERROR "--ids with --chat: exit ${r}:\n${e}")
+  endif()
+  if(BITNET)  # a BitNet checkpoint's projections are ternary: --weights is refused
+    execute_process(COMMAND ${TRANSFORMER} ${BITNET} --backend ${BACKEND} --ids 5,17 --weights int8
+                    OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE r TIMEOUT 300)
+    if(NOT r EQUAL 2 OR NOT e MATCHES "--weights")
+      message(FATAL_ERROR "--weights on a BitNet checkpoint: exit ${r}, expected 2 naming --weights:\n${e}")
+    endif()
   endif()
   run(o e r --help)
   if(NOT r EQUAL 0 OR NOT o MATCHES "--top-p" OR NOT o MATCHES "--chat")
