@@ -10,6 +10,7 @@
 #   CXX_COMPILER      the compiler (g++), called directly
 #   PKG_CONFIG        the pkg-config program
 #   KILN_VULKAN       ON: the install tree has kiln-vulkan.pc too; build the Vulkan program
+#   MODES             header-only and/or runtime (default: both)
 cmake_minimum_required(VERSION 3.24)
 
 foreach(v KILN_SOURCE_DIR WORK_DIR CXX_COMPILER PKG_CONFIG)
@@ -55,15 +56,25 @@ function(build_and_run name source package)
   message(STATUS "${step_output}")
 endfunction()
 
-# both compilation modes (kiln/detail/config.hpp): header-only, and the runtime compiled once
-build_and_run(hello "${KILN_SOURCE_DIR}/examples/hello.cpp" kiln)
-build_and_run(hello_runtime "${KILN_SOURCE_DIR}/examples/hello.cpp" kiln-runtime)
-if(KILN_VULKAN)
-  foreach(pc kiln-vulkan kiln-vulkan-runtime)
-    if(NOT EXISTS "${pc_dir}/${pc}.pc")
-      message(FATAL_ERROR "KILN_VULKAN is ON but the install tree has no ${pc}.pc")
-    endif()
-  endforeach()
-  build_and_run(vulkan_hello "${CMAKE_CURRENT_LIST_DIR}/pkg_config/vulkan_hello.cpp" kiln-vulkan)
-  build_and_run(vulkan_hello_runtime "${CMAKE_CURRENT_LIST_DIR}/pkg_config/vulkan_hello.cpp" kiln-vulkan-runtime)
+# the compilation modes (kiln/detail/config.hpp): header-only (kiln.pc, kiln-vulkan.pc) and
+# the runtime compiled once (kiln-runtime.pc, kiln-vulkan-runtime.pc); MODES picks them
+if(NOT MODES)
+  set(MODES header-only runtime)
 endif()
+foreach(mode ${MODES})
+  if(mode STREQUAL "header-only")
+    set(suffix "")
+  elseif(mode STREQUAL "runtime")
+    set(suffix "-runtime")
+  else()
+    message(FATAL_ERROR "run_pkg_config.cmake: MODES holds '${mode}', not header-only or runtime")
+  endif()
+  string(REPLACE "-" "_" tag "${suffix}")
+  build_and_run(hello${tag} "${KILN_SOURCE_DIR}/examples/hello.cpp" kiln${suffix})
+  if(KILN_VULKAN)
+    if(NOT EXISTS "${pc_dir}/kiln-vulkan${suffix}.pc")
+      message(FATAL_ERROR "KILN_VULKAN is ON but the install tree has no kiln-vulkan${suffix}.pc")
+    endif()
+    build_and_run(vulkan_hello${tag} "${CMAKE_CURRENT_LIST_DIR}/pkg_config/vulkan_hello.cpp" kiln-vulkan${suffix})
+  endif()
+endforeach()

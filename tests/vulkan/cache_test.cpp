@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <kiln/detail/disk_cache.hpp>  // the shader cache's disk level, tested directly
+
 #include "random.hpp"
 #include "temp_cache.hpp"
 #include "vulkan_fixture.hpp"
