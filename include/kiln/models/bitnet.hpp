@@ -49,6 +49,7 @@
 #include "kiln/kiln.hpp"
 #include "kiln/models/architecture.hpp"
 #include "kiln/models/checkpoint.hpp"
+#include "kiln/models/decoder_state.hpp"
 #include "kiln/models/hf_config.hpp"
 #include "kiln/models/weights.hpp"
 #if defined(KILN_LLAMA_INSTANCES) && KILN_LLAMA_INSTANCES_VULKAN
@@ -190,8 +191,15 @@ struct table {
 
 /// A BitNet b1.58 decoder on backend B, and its KV cache (one sequence).
 template <class B>
-class model {
+class model : public models::decoder_state<model<B>, B> {
+  using state = models::decoder_state<model, B>;
+  using state::capacity_;
+  using state::caches_;
+  using state::pos_;
+
  public:
+  /// The decoder's name in messages (decoder_state's generate and rewind use it).
+  static constexpr const char* name = "kiln::bitnet::model";
   struct layer {
     tensor<float, B> attn_norm, attn_sub_norm;  // [H], [Hq D]
     ternary_matrix<B> wqkv, wo;                 // [(Hq + 2 Hkv) D, H]; [H, Hq D]
@@ -216,49 +224,6 @@ class model {
   /// the cache would overflow (nothing is changed then).
   tensor<float, B> forward(std::span<const std::int32_t> ids, bool all_positions = false);
 
-  /// Greedy generation (see kiln::llama::model::generate): the `steps` chosen ids;
-  /// on_logits(i, logits [1, vocab]) sees the logits that chose token i.
-  template <class F>
-  std::vector<std::int32_t> generate(std::span<const std::int32_t> prompt, index_t steps, F&& on_logits) {
-    std::vector<std::int32_t> out;
-    if (steps <= 0) return out;
-    const index_t need = static_cast<index_t>(prompt.size()) + steps - 1;
-    if (need > capacity() - pos_) {
-      throw shape_error("kiln::bitnet::model::generate: " + std::to_string(prompt.size()) + " prompt tokens and " +
-                        std::to_string(steps) + " steps need " + std::to_string(need) + " cache positions after " +
-                        std::to_string(pos_) + "; the cache holds " + std::to_string(capacity()) +
-                        " (load_options::max_len)");
-    }
-    auto logits = forward(prompt);
-    for (index_t i = 0;; ++i) {
-      on_logits(i, logits);
-      out.push_back(argmax_row(logits, 0));
-      if (i + 1 == steps) break;
-      auto next = forward(std::span<const std::int32_t>(&out.back(), 1));
-      swap(logits, next);
-    }
-    return out;
-  }
-  std::vector<std::int32_t> generate(std::span<const std::int32_t> prompt, index_t steps) {
-    return generate(prompt, steps, [](index_t, const tensor<float, B>&) {});
-  }
-
-  /// Forgets the sequence (the cache stays allocated).
-  void reset() noexcept {
-    pos_ = 0;
-    for (auto& c : caches_) c.clear();
-  }
-  /// Keeps the first n positions (0 <= n <= position()).
-  void rewind(index_t n) {
-    if (n < 0 || n > pos_) {
-      throw shape_error("kiln::bitnet::model::rewind: " + std::to_string(n) + " is outside 0 .. " + std::to_string(pos_));
-    }
-    for (auto& c : caches_) c.truncate(n);
-    pos_ = n;
-  }
-
-  index_t position() const noexcept { return pos_; }
-  index_t capacity() const noexcept { return capacity_; }
   const config& cfg() const noexcept { return cfg_; }
   const std::vector<layer>& layers() const noexcept { return layers_; }
   const table<B>& lm_head() const noexcept { return head_; }
@@ -280,9 +245,6 @@ class model {
   std::vector<layer> layers_;
   tensor<float, B> norm_;
   table<B> head_;
-  std::vector<kv_cache<float, B>> caches_;
-  index_t capacity_ = 0;
-  index_t pos_ = 0;
 };
 
 namespace detail {
@@ -574,9 +536,9 @@ template <class B>
 tensor<float, B> model<B>::forward(std::span<const std::int32_t> ids, bool all_positions) {
   const index_t n = static_cast<index_t>(ids.size());
   if (n == 0) throw shape_error("kiln::bitnet::model::forward: no tokens");
-  if (n > capacity() - pos_) {
+  if (n > capacity_ - pos_) {
     throw shape_error("kiln::bitnet::model::forward: " + std::to_string(n) + " tokens after " + std::to_string(pos_) +
-                      " overflow the KV cache of " + std::to_string(capacity()) + " positions (load_options::max_len)");
+                      " overflow the KV cache of " + std::to_string(capacity_) + " positions (load_options::max_len)");
   }
   for (const auto id : ids) {
     if (id < 0 || id >= cfg_.vocab_size) {

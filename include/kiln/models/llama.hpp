@@ -50,6 +50,7 @@
 
 #include "kiln/kiln.hpp"
 #include "kiln/models/checkpoint.hpp"
+#include "kiln/models/decoder_state.hpp"
 #include "kiln/models/hf_config.hpp"
 #include "kiln/models/weights.hpp"
 #if defined(KILN_LLAMA_INSTANCES) && KILN_LLAMA_INSTANCES_VULKAN
@@ -140,10 +141,17 @@ struct config {
 
 /// A Llama decoder with weights of dtype W on backend B, and its KV cache (one sequence).
 template <class W, class B>
-class model {
+class model : public models::decoder_state<model<W, B>, B> {
+  using state = models::decoder_state<model, B>;
+  using state::capacity_;
+  using state::caches_;
+  using state::pos_;
+
   static_assert(is_floating_v<W>, "kiln::llama::model: weights must be float, kiln::half or kiln::bfloat16");
 
  public:
+  /// The decoder's name in messages (decoder_state's generate and rewind use it).
+  static constexpr const char* name = "kiln::llama::model";
   using weight = matrix<W, B>;
   struct layer {
     tensor<W, B> attn_norm;  // [H]
@@ -169,56 +177,6 @@ class model {
   /// then).
   tensor<float, B> forward(std::span<const std::int32_t> ids, bool all_positions = false);
 
-  /// Greedy generation: feeds prompt (one prefill step), then `steps` - 1 chosen tokens
-  /// one at a time; returns the `steps` chosen ids. on_logits(i, logits [1, vocab]) sees
-  /// the logits that chose token i. Throws kiln::shape_error before running anything when
-  /// the prompt and the fed-back tokens would not fit in the cache.
-  template <class F>
-  std::vector<std::int32_t> generate(std::span<const std::int32_t> prompt, index_t steps, F&& on_logits) {
-    std::vector<std::int32_t> out;
-    if (steps <= 0) return out;
-    const index_t need = static_cast<index_t>(prompt.size()) + steps - 1;
-    if (need > capacity() - pos_) {
-      throw shape_error("kiln::llama::model::generate: " + std::to_string(prompt.size()) + " prompt tokens and " +
-                        std::to_string(steps) + " steps need " + std::to_string(need) + " cache positions after " +
-                        std::to_string(pos_) + "; the cache holds " + std::to_string(capacity()) +
-                        " (load_options::max_len)");
-    }
-    auto logits = forward(prompt);
-    for (index_t i = 0;; ++i) {
-      on_logits(i, logits);
-      out.push_back(argmax_row(logits, 0));
-      if (i + 1 == steps) break;
-      auto next = forward(std::span<const std::int32_t>(&out.back(), 1));
-      swap(logits, next);
-    }
-    return out;
-  }
-
-  std::vector<std::int32_t> generate(std::span<const std::int32_t> prompt, index_t steps) {
-    return generate(prompt, steps, [](index_t, const tensor<float, B>&) {});
-  }
-
-  /// Forgets the sequence (the cache stays allocated).
-  void reset() noexcept {
-    pos_ = 0;
-    for (auto& c : caches_) c.clear();
-  }
-
-  /// Keeps the first n positions of the sequence (0 <= n <= position()): the next
-  /// forward() continues from position n, as after rejected draft tokens.
-  void rewind(index_t n) {
-    if (n < 0 || n > pos_) {
-      throw shape_error("kiln::llama::model::rewind: " + std::to_string(n) + " is outside 0 .. " + std::to_string(pos_));
-    }
-    for (auto& c : caches_) c.truncate(n);
-    pos_ = n;
-  }
-
-  /// Tokens run so far (the next token's position).
-  index_t position() const noexcept { return pos_; }
-  /// Positions the KV cache holds (load_options::max_len).
-  index_t capacity() const noexcept { return capacity_; }
   const config& cfg() const noexcept { return cfg_; }
   const std::vector<layer>& layers() const noexcept { return layers_; }
   /// Bytes of weights read per decode step (every matrix once; the embedding row aside).
@@ -238,9 +196,6 @@ class model {
   std::vector<layer> layers_;
   tensor<W, B> norm_;
   weight head_;
-  std::vector<kv_cache<float, B>> caches_;
-  index_t capacity_ = 0;
-  index_t pos_ = 0;
 };
 
 // The decoder's large members, defined out of the class (not inline): a program that links
@@ -327,9 +282,9 @@ template <class W, class B>
 tensor<float, B> model<W, B>::forward(std::span<const std::int32_t> ids, bool all_positions) {
   const index_t n = static_cast<index_t>(ids.size());
   if (n == 0) throw shape_error("kiln::llama::model::forward: no tokens");
-  if (n > capacity() - pos_) {
+  if (n > capacity_ - pos_) {
     throw shape_error("kiln::llama::model::forward: " + std::to_string(n) + " tokens after " + std::to_string(pos_) +
-                      " overflow the KV cache of " + std::to_string(capacity()) + " positions (load_options::max_len)");
+                      " overflow the KV cache of " + std::to_string(capacity_) + " positions (load_options::max_len)");
   }
   for (const auto id : ids) {
     if (id < 0 || id >= cfg_.vocab_size) {

@@ -1,0 +1,80 @@
+// kiln/models/decoder_state.hpp — what every decoder keeps between calls, written once: the
+// position, one KV cache per layer and their capacity, and greedy generation, reset and
+// rewind over the decoder's own forward(). A decoder (llama.hpp, bitnet.hpp) derives from
+// decoder_state<itself, B>, names itself in `name` (for messages) and fills the caches.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/kiln.hpp"
+#include "kiln/models/weights.hpp"  // argmax_row
+
+namespace kiln::models {
+
+template <class Derived, class B>
+class decoder_state {
+ public:
+  /// Greedy generation: feeds prompt (one prefill step), then `steps` - 1 chosen tokens
+  /// one at a time; returns the `steps` chosen ids. on_logits(i, logits [1, vocab]) sees
+  /// the logits that chose token i. Throws kiln::shape_error before running anything when
+  /// the prompt and the fed-back tokens would not fit in the cache.
+  template <class F>
+  std::vector<std::int32_t> generate(std::span<const std::int32_t> prompt, index_t steps, F&& on_logits) {
+    std::vector<std::int32_t> out;
+    if (steps <= 0) return out;
+    const index_t need = static_cast<index_t>(prompt.size()) + steps - 1;
+    if (need > capacity_ - pos_) {
+      throw shape_error(std::string(Derived::name) + "::generate: " + std::to_string(prompt.size()) +
+                        " prompt tokens and " + std::to_string(steps) + " steps need " + std::to_string(need) +
+                        " cache positions after " + std::to_string(pos_) + "; the cache holds " +
+                        std::to_string(capacity_) + " (load_options::max_len)");
+    }
+    auto& self = static_cast<Derived&>(*this);
+    auto logits = self.forward(prompt);
+    for (index_t i = 0;; ++i) {
+      on_logits(i, logits);
+      out.push_back(argmax_row(logits, 0));
+      if (i + 1 == steps) break;
+      auto next = self.forward(std::span<const std::int32_t>(&out.back(), 1));
+      swap(logits, next);
+    }
+    return out;
+  }
+
+  std::vector<std::int32_t> generate(std::span<const std::int32_t> prompt, index_t steps) {
+    return generate(prompt, steps, [](index_t, const tensor<float, B>&) {});
+  }
+
+  /// Forgets the sequence (the cache stays allocated).
+  void reset() noexcept {
+    pos_ = 0;
+    for (auto& c : caches_) c.clear();
+  }
+
+  /// Keeps the first n positions of the sequence (0 <= n <= position()): the next
+  /// forward() continues from position n, as after rejected draft tokens.
+  void rewind(index_t n) {
+    if (n < 0 || n > pos_) {
+      throw shape_error(std::string(Derived::name) + "::rewind: " + std::to_string(n) + " is outside 0 .. " +
+                        std::to_string(pos_));
+    }
+    for (auto& c : caches_) c.truncate(n);
+    pos_ = n;
+  }
+
+  /// Tokens run so far (the next token's position).
+  index_t position() const noexcept { return pos_; }
+  /// Positions the KV cache holds (load_options::max_len).
+  index_t capacity() const noexcept { return capacity_; }
+
+ protected:
+  std::vector<kv_cache<float, B>> caches_;  // one a layer
+  index_t capacity_ = 0;
+  index_t pos_ = 0;
+};
+
+}  // namespace kiln::models
