@@ -535,17 +535,7 @@ model<B>::model(const context<B>& ctx, const config& cfg, table<B> embed, std::v
 template <class B>
 tensor<float, B> model<B>::forward(std::span<const std::int32_t> ids, bool all_positions) {
   const index_t n = static_cast<index_t>(ids.size());
-  if (n == 0) throw shape_error("kiln::bitnet::model::forward: no tokens");
-  if (n > capacity_ - pos_) {
-    throw shape_error("kiln::bitnet::model::forward: " + std::to_string(n) + " tokens after " + std::to_string(pos_) +
-                      " overflow the KV cache of " + std::to_string(capacity_) + " positions (load_options::max_len)");
-  }
-  for (const auto id : ids) {
-    if (id < 0 || id >= cfg_.vocab_size) {
-      throw index_error("kiln::bitnet::model::forward: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                        std::to_string(cfg_.vocab_size) + ")");
-    }
-  }
+  this->check_tokens(ids, cfg_.vocab_size);
   const auto& ctx = *ctx_;
   const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
   const index_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;

@@ -72,6 +72,24 @@ class decoder_state {
   index_t capacity() const noexcept { return capacity_; }
 
  protected:
+  /// What forward() checks before it changes anything: at least one token, room in the
+  /// cache (kiln::shape_error), every id in [0, vocab) (kiln::index_error).
+  void check_tokens(std::span<const std::int32_t> ids, index_t vocab) const {
+    const index_t n = static_cast<index_t>(ids.size());
+    const std::string op = std::string(Derived::name) + "::forward: ";
+    if (n == 0) throw shape_error(op + "no tokens");
+    if (n > capacity_ - pos_) {
+      throw shape_error(op + std::to_string(n) + " tokens after " + std::to_string(pos_) + " overflow the KV cache of " +
+                        std::to_string(capacity_) + " positions (load_options::max_len)");
+    }
+    for (const auto id : ids) {
+      if (id < 0 || id >= vocab) {
+        throw index_error(op + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                          std::to_string(vocab) + ")");
+      }
+    }
+  }
+
   std::vector<kv_cache<float, B>> caches_;  // one a layer
   index_t capacity_ = 0;
   index_t pos_ = 0;
