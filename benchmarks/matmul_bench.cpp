@@ -10,6 +10,12 @@
 //   BM_fused/<impl>/<T>T      gelu(x @ w + bias), x [512, 4096], w [4096, 4096]: kiln as
 //                             one kernel, kiln as two statements, OpenBLAS followed by an
 //                             Eigen epilogue (vectorised erf).
+//   BM_prefill/<w>/<shape>/<S>/<T>T  x [S, K] @ w^T, the projections of a Llama prefill
+//                             (hidden 2048, FFN 5632): qkvo w [2048, 2048], gate_up
+//                             [5632, 2048], down [2048, 5632], S = 128 and 512; w an
+//                             nn.Linear weight in f32, f16 or bf16 (kiln converts the 16-bit
+//                             ones while it packs them), openblas: sgemm on the f32 weight
+//                             (counter GFLOPs, 2 S N K).
 // OpenBLAS runs with openblas_set_num_threads(T); Eigen's GEMM with Eigen::setNbThreads(T)
 // when built with OpenMP (else 1 thread; its name says so). OpenBLAS's idle workers spin
 // for about 2^28 cycles after each call, taking a core from whatever runs next: run with
@@ -25,8 +31,10 @@ extern "C" void openblas_set_num_threads(int);
 #endif
 
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench_support.hpp"
@@ -232,6 +240,84 @@ void BM_fused(benchmark::State& state, impl which, int threads) {
   set_flops(state, 2.0 * double(FM) * double(D) * double(D));
 }
 
+// ---- prefill projections ------------------------------------------------------------------
+
+struct projection {
+  const char* name;
+  index N, K;
+};
+constexpr projection projections[] = {{"qkvo", 2048, 2048}, {"gate_up", 5632, 2048}, {"down", 2048, 5632}};
+
+enum class wtype { f32, f16, bf16, openblas };
+const char* wname(wtype t) {
+  switch (t) {
+    case wtype::f32: return "f32";
+    case wtype::f16: return "f16";
+    case wtype::bf16: return "bf16";
+    case wtype::openblas: return "openblas";
+  }
+  return "?";
+}
+
+struct prefill_world {
+  kiln::context<cpu> ctx;
+  ftensor x, w, y;
+  kiln::tensor<kiln::half, cpu> wh;
+  kiln::tensor<kiln::bfloat16, cpu> wb;
+  prefill_world(int threads, index S, index N, index K)
+      : ctx(kiln::threads{threads}),
+        x(kiln::from_host(ctx, {S, K}, kiln_bench::random_floats(std::size_t(S * K), -1, 1, 8))),
+        w(kiln::from_host(ctx, {N, K}, kiln_bench::random_floats(std::size_t(N * K), -1, 1, 9))),
+        y(kiln::zeros<float>(ctx, {S, N})),
+        wh(kiln::empty<kiln::half>(ctx, {N, K})),
+        wb(kiln::empty<kiln::bfloat16>(ctx, {N, K})) {
+    wh = kiln::cast<kiln::half>(w);
+    wb = kiln::cast<kiln::bfloat16>(w);
+  }
+};
+
+void BM_prefill(benchmark::State& state, wtype which, projection p, index S, int threads) {
+  static std::unique_ptr<prefill_world> w;
+  static std::tuple<index, index, index, int> key{};
+  if (!w || key != std::tuple{S, p.N, p.K, threads}) {
+    w.reset();
+    w = std::make_unique<prefill_world>(threads, S, p.N, p.K), key = {S, p.N, p.K, threads};
+  }
+  set_threads(threads);
+  prefill_world& s = *w;
+  const index N = p.N, K = p.K;
+  auto run = [&] {
+    switch (which) {
+      case wtype::f32: s.y = kiln::matmul(s.x, kiln::transpose(s.w)); break;
+      case wtype::f16: s.y = kiln::matmul(s.x, kiln::transpose(s.wh)); break;
+      case wtype::bf16: s.y = kiln::matmul(s.x, kiln::transpose(s.wb)); break;
+      case wtype::openblas:
+#if defined(KILN_BENCH_OPENBLAS)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(S), int(N), int(K), 1.0f, s.x.data(), int(K),
+                    s.w.data(), int(K), 0.0f, s.y.data(), int(N));
+#endif
+        break;
+    }
+  };
+  static std::map<std::string, kiln_bench::verdict> verdicts;  // per benchmark: each has its own weight
+  if (!kiln_bench::verified(state, verdicts[std::string(wname(which)) + p.name + std::to_string(S) + "/" + std::to_string(threads)], [&] {
+        // the reference multiplies with the weight as stored (16-bit weights rounded)
+        std::vector<float> wf;
+        if (which == wtype::f16) for (auto v : s.wh.to_host()) wf.push_back(float(v));
+        else if (which == wtype::bf16) for (auto v : s.wb.to_host()) wf.push_back(float(v));
+        else wf = s.w.to_host();
+        const float* X = s.x.data();
+        return kiln_bench::check_output(s.y.data(), S * N, run, [&](index i) {
+          double acc = 0;
+          for (index k = 0; k < K; ++k) acc += double(X[(i / N) * K + k]) * wf[std::size_t((i % N) * K + k)];
+          return acc;
+        }, 1e-4 * std::sqrt(double(K)), 1e-4);
+      }))
+    return;
+  for (auto _ : state) run();
+  set_flops(state, 2.0 * double(S) * double(N) * double(K));
+}
+
 void register_all() {
   for (int t : kiln_bench::thread_counts()) {
     const std::string ts = "/" + std::to_string(t) + "T";
@@ -264,6 +350,17 @@ void register_all() {
     kiln_bench::configure(
         benchmark::RegisterBenchmark(("BM_fused/openblas_eigen" + ts).c_str(), BM_fused, impl::openblas, t));
 #endif
+    for (const projection& p : projections) {
+      for (index S : {128, 512}) {
+        for (wtype wt : {wtype::f32, wtype::f16, wtype::bf16, wtype::openblas}) {
+#if !defined(KILN_BENCH_OPENBLAS)
+          if (wt == wtype::openblas) continue;
+#endif
+          const std::string n = std::string("BM_prefill/") + wname(wt) + "/" + p.name + "/" + std::to_string(S) + ts;
+          kiln_bench::configure(benchmark::RegisterBenchmark(n.c_str(), BM_prefill, wt, p, S, t));
+        }
+      }
+    }
   }
 }
 

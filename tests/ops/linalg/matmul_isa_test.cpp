@@ -4,7 +4,9 @@
 // against the float64 reference, as the exp test does for its lanes. K = 1300 takes
 // several depth steps (kc) on every instruction set; N = 300 splits the packed product's
 // columns between the threads; `* 2` takes the path with an epilogue. One row: a short K
-// takes its weight rows one after the other, a long K (3000) side by side.
+// takes its weight rows one after the other, a long K (3000) side by side. The weight as
+// f16 and bf16 (read as its transpose, converted while its panels are packed: L x L
+// squares transposed in registers, columns and steps past them one by one).
 #include <gtest/gtest.h>
 
 #include <kiln/kiln.hpp>
@@ -56,6 +58,26 @@ void check_arch(const char* name) {
     yt = kiln::matmul(a, kiln::transpose(bt));
     EXPECT_TRUE(kiln_test::close(yt.to_host(), r, what + ", transpose(w) (" +
                                                       kiln::kernel_variant(kiln::matmul(a, kiln::transpose(bt))) + ")"));
+    // 16-bit weights, transposed; the reference takes the weight as stored
+    const auto narrow = [&]<class W>(W) {
+      std::vector<W> hw(std::size_t(N * K));
+      for (index_t n = 0; n < N; ++n)
+        for (index_t k = 0; k < K; ++k) hw[std::size_t(n * K + k)] = W(hb[std::size_t(k * N + n)]);
+      kiln_test::reference rw = r;
+      for (index_t m = 0; m < M; ++m) {
+        for (index_t n = 0; n < N; ++n) {
+          double acc = 0;
+          for (index_t k = 0; k < K; ++k) acc += double(ha[std::size_t(m * K + k)]) * float(hw[std::size_t(n * K + k)]);
+          rw.value[std::size_t(m * N + n)] = acc;
+        }
+      }
+      auto w = kiln::from_host(c, {N, K}, std::span<const W>(hw));
+      yt = kiln::matmul(a, kiln::transpose(w));
+      EXPECT_TRUE(kiln_test::close(yt.to_host(), rw, what + ", transpose(w " + std::string(kiln::dtype_name_v<W>) + ") (" +
+                                                       kiln::kernel_variant(kiln::matmul(a, kiln::transpose(w))) + ")"));
+    };
+    narrow(kiln::half{});
+    narrow(kiln::bfloat16{});
     // with an epilogue: accumulated in a buffer, handed to it segment by segment
     kiln_test::reference r2 = r;
     for (std::size_t i = 0; i < r2.value.size(); ++i) r2.value[i] *= 2, r2.tol[i] *= 2;

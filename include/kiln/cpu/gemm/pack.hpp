@@ -5,7 +5,7 @@
 // zeros). Packed B: panels of NR columns, each K steps of NR floats (columns past the
 // edge are zeros), 64-byte aligned, so that the micro-kernel reads both sequentially
 // from cache. Any strides and any float dtype are read (a transposed view, f16/bf16
-// weights converted to float here, once).
+// weights converted to float here, once, in the vector loads: no conversion pass).
 #pragma once
 
 #include <algorithm>
@@ -114,6 +114,61 @@ void pack_a_row(const float* row, int i, index_t kc, float* panel) noexcept {
   for (index_t k = 0; k < kc; ++k) panel[k * MR + i] = row[k];
 }
 
+/// Transposes the L x L square v (v[i] holds elements (i, 0 .. L)) in registers and hands
+/// each of its columns, (0 .. L, j), to put(j, vector): AVX-512 16 x 16, AVX2 8 x 8 with
+/// shuffles; other ISAs through a buffer.
+template <class A, class Put>
+inline void transpose_square(const fvec<A>* v, Put&& put) noexcept {
+  constexpr int L = tile<A>::L;
+  if constexpr (simd::is_avx512<A>) {
+    // pairs of rows interleaved, then quadruples: u[4q + j] holds, in 128-bit lane l,
+    // element 4l + j of rows 4q .. 4q + 3
+    __m512 u[16];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m512 lo0 = _mm512_unpacklo_ps(v[4 * q], v[4 * q + 1]), hi0 = _mm512_unpackhi_ps(v[4 * q], v[4 * q + 1]);
+      const __m512 lo1 = _mm512_unpacklo_ps(v[4 * q + 2], v[4 * q + 3]), hi1 = _mm512_unpackhi_ps(v[4 * q + 2], v[4 * q + 3]);
+      u[4 * q + 0] = _mm512_shuffle_ps(lo0, lo1, 0x44);
+      u[4 * q + 1] = _mm512_shuffle_ps(lo0, lo1, 0xEE);
+      u[4 * q + 2] = _mm512_shuffle_ps(hi0, hi1, 0x44);
+      u[4 * q + 3] = _mm512_shuffle_ps(hi0, hi1, 0xEE);
+    }
+    // lanes gathered across the quadruples: column 4l + j is lane l of u[j], u[4 + j], ...
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512 p0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), p1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+      const __m512 p2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), p3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+      put(j, _mm512_shuffle_f32x4(p0, p2, 0x88));
+      put(4 + j, _mm512_shuffle_f32x4(p1, p3, 0x88));
+      put(8 + j, _mm512_shuffle_f32x4(p0, p2, 0xDD));
+      put(12 + j, _mm512_shuffle_f32x4(p1, p3, 0xDD));
+    }
+  } else if constexpr (simd::is_avx2<A>) {
+    __m256 u[8];
+#pragma GCC unroll 2
+    for (int q = 0; q < 2; ++q) {
+      const __m256 lo0 = _mm256_unpacklo_ps(v[4 * q], v[4 * q + 1]), hi0 = _mm256_unpackhi_ps(v[4 * q], v[4 * q + 1]);
+      const __m256 lo1 = _mm256_unpacklo_ps(v[4 * q + 2], v[4 * q + 3]), hi1 = _mm256_unpackhi_ps(v[4 * q + 2], v[4 * q + 3]);
+      u[4 * q + 0] = _mm256_shuffle_ps(lo0, lo1, 0x44);
+      u[4 * q + 1] = _mm256_shuffle_ps(lo0, lo1, 0xEE);
+      u[4 * q + 2] = _mm256_shuffle_ps(hi0, hi1, 0x44);
+      u[4 * q + 3] = _mm256_shuffle_ps(hi0, hi1, 0xEE);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      put(j, _mm256_permute2f128_ps(u[j], u[4 + j], 0x20));
+      put(4 + j, _mm256_permute2f128_ps(u[j], u[4 + j], 0x31));
+    }
+  } else {
+    alignas(64) float in[L * L], col[L];
+    for (int i = 0; i < L; ++i) vstore<A>(in + i * L, v[i]);
+    for (int j = 0; j < L; ++j) {
+      for (int i = 0; i < L; ++i) col[i] = in[i * L + j];
+      put(j, vload_aligned<A>(col));
+    }
+  }
+}
+
 /// Packs `rows` rows (rows <= MR; row i's floats k < kc at r[i]) into the MR-row panel at
 /// panel, rows past them zero. With vectors, a square of L rows x L steps at a time is
 /// loaded row-wise and transposed in registers (AVX-512: 16 x 16, rows 12-15 zero; AVX2:
@@ -126,62 +181,27 @@ void pack_a_rows(const float* const* r, int rows, index_t kc, float* panel) noex
   if constexpr (simd::is_avx512<A> && MR <= 16) {
     const __mmask16 keep = __mmask16((1u << MR) - 1);
     for (; k0 + 16 <= kc; k0 += 16) {
-      __m512 v[16];
+      fvec<A> v[16];
 #pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) v[i] = i < rows ? _mm512_loadu_ps(r[i] + k0) : _mm512_setzero_ps();
-      // pairs of rows interleaved, then quadruples: u[4q + j] holds, in 128-bit lane l,
-      // element 4l + j of rows 4q .. 4q + 3
-      __m512 u[16];
-#pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        const __m512 lo0 = _mm512_unpacklo_ps(v[4 * q], v[4 * q + 1]), hi0 = _mm512_unpackhi_ps(v[4 * q], v[4 * q + 1]);
-        const __m512 lo1 = _mm512_unpacklo_ps(v[4 * q + 2], v[4 * q + 3]), hi1 = _mm512_unpackhi_ps(v[4 * q + 2], v[4 * q + 3]);
-        u[4 * q + 0] = _mm512_shuffle_ps(lo0, lo1, 0x44);
-        u[4 * q + 1] = _mm512_shuffle_ps(lo0, lo1, 0xEE);
-        u[4 * q + 2] = _mm512_shuffle_ps(hi0, hi1, 0x44);
-        u[4 * q + 3] = _mm512_shuffle_ps(hi0, hi1, 0xEE);
-      }
-      // lanes gathered across the quadruples: step 4l + j is lane l of u[j], u[4 + j], ...
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m512 p0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), p1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
-        const __m512 p2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), p3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
-        _mm512_mask_storeu_ps(panel + (k0 + j) * MR, keep, _mm512_shuffle_f32x4(p0, p2, 0x88));
-        _mm512_mask_storeu_ps(panel + (k0 + 4 + j) * MR, keep, _mm512_shuffle_f32x4(p1, p3, 0x88));
-        _mm512_mask_storeu_ps(panel + (k0 + 8 + j) * MR, keep, _mm512_shuffle_f32x4(p0, p2, 0xDD));
-        _mm512_mask_storeu_ps(panel + (k0 + 12 + j) * MR, keep, _mm512_shuffle_f32x4(p1, p3, 0xDD));
-      }
+      for (int i = 0; i < 16; ++i) v[i] = i < rows ? fvec<A>(_mm512_loadu_ps(r[i] + k0)) : vzero<A>();
+      transpose_square<A>(v, [&](int j, __m512 x) { _mm512_mask_storeu_ps(panel + (k0 + j) * MR, keep, x); });
     }
   } else if constexpr (simd::is_avx2<A> && MR <= 8) {
     const __m256i keep = _mm256_setr_epi32(0 < MR ? -1 : 0, 1 < MR ? -1 : 0, 2 < MR ? -1 : 0, 3 < MR ? -1 : 0,
                                            4 < MR ? -1 : 0, 5 < MR ? -1 : 0, 6 < MR ? -1 : 0, 7 < MR ? -1 : 0);
     for (; k0 + 8 <= kc; k0 += 8) {
-      __m256 v[8];
+      fvec<A> v[8];
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) v[i] = i < rows ? _mm256_loadu_ps(r[i] + k0) : _mm256_setzero_ps();
-      __m256 u[8];
-#pragma GCC unroll 2
-      for (int q = 0; q < 2; ++q) {
-        const __m256 lo0 = _mm256_unpacklo_ps(v[4 * q], v[4 * q + 1]), hi0 = _mm256_unpackhi_ps(v[4 * q], v[4 * q + 1]);
-        const __m256 lo1 = _mm256_unpacklo_ps(v[4 * q + 2], v[4 * q + 3]), hi1 = _mm256_unpackhi_ps(v[4 * q + 2], v[4 * q + 3]);
-        u[4 * q + 0] = _mm256_shuffle_ps(lo0, lo1, 0x44);
-        u[4 * q + 1] = _mm256_shuffle_ps(lo0, lo1, 0xEE);
-        u[4 * q + 2] = _mm256_shuffle_ps(hi0, hi1, 0x44);
-        u[4 * q + 3] = _mm256_shuffle_ps(hi0, hi1, 0xEE);
-      }
-      const auto put = [&](float* p, __m256 x) {
+      for (int i = 0; i < 8; ++i) v[i] = i < rows ? fvec<A>(_mm256_loadu_ps(r[i] + k0)) : vzero<A>();
+      transpose_square<A>(v, [&](int j, __m256 x) {
+        float* p = panel + (k0 + j) * MR;
         if constexpr (MR == 6) {  // 4 + 2 floats (a masked store is slow on AMD)
           _mm_storeu_ps(p, _mm256_castps256_ps128(x));
           _mm_storel_pi(reinterpret_cast<__m64*>(p + 4), _mm256_extractf128_ps(x, 1));
         } else {
           _mm256_maskstore_ps(p, keep, x);
         }
-      };
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        put(panel + (k0 + j) * MR, _mm256_permute2f128_ps(u[j], u[4 + j], 0x20));
-        put(panel + (k0 + 4 + j) * MR, _mm256_permute2f128_ps(u[j], u[4 + j], 0x31));
-      }
+      });
     }
   }
   for (int i = 0; i < MR; ++i) {
@@ -214,10 +234,27 @@ void pack_b_panel(const strided<U>& b, index_t K, index_t n0, index_t nr, float*
     }
     return;
   }
-  if (b.rs == 1) {  // k-contiguous columns (a transposed row-major weight)
+  if (b.rs == 1) {  // k-contiguous columns (an nn.Linear weight read as its transpose)
+    // L steps of L columns at a time: each column's L elements loaded (16-bit weights
+    // converted in the load: F16C / AVX-512 for f16, a shift for bf16), the square
+    // transposed in registers and stored a step at a time. One element at a time, this
+    // packing took 30% of x [128, 2048] @ w^T (w f16 [2048, 2048]) on one thread.
+    index_t k0 = 0;
+    if constexpr (tile<A>::vector) {
+      constexpr int L = tile<A>::L;
+      for (; k0 + L <= K; k0 += L) {
+#pragma GCC unroll 1
+        for (int j0 = 0; j0 < NR; j0 += L) {
+          fvec<A> v[L];
+#pragma GCC unroll 16
+          for (int i = 0; i < L; ++i) v[i] = j0 + i < nr ? vload<A>(b.at(k0, n0 + j0 + i)) : vzero<A>();
+          transpose_square<A>(v, [&](int k, fvec<A> x) { vstore<A>(dst + (k0 + k) * NR + j0, x); });
+        }
+      }
+    }
     for (index_t j = 0; j < nr; ++j) {
       const U* src = b.at(0, n0 + j);
-      for (index_t k = 0; k < K; ++k) dst[k * NR + j] = static_cast<float>(src[k]);
+      for (index_t k = k0; k < K; ++k) dst[k * NR + j] = static_cast<float>(src[k]);
     }
   } else {
     for (index_t k = 0; k < K; ++k) {
