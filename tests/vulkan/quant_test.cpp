@@ -16,6 +16,10 @@
 //               matvec kernel's on the same rows; sizes within the device's limits; a
 //               GPU's sizes (integer products) and a CPU device's forced by
 //               KILN_VULKAN_QUANT on whatever device runs the tests.
+//   split       the GPUs' matvec (K split over a column's invocations) forced on the
+//               device: the reference and the plain matvec kernel's bits, every scheme,
+//               M = 1 / 3, f32 and f16; its sizes within the device's limits, else the
+//               plain matvec (an error when forced)
 //   dot products (packed 4x8-bit OpSDot, where the device has shaderIntegerDotProduct)
 //               forced on and off by KILN_VULKAN_QUANT for the matvec kernel and both
 //               tiled sizes, M = 1 / 5 / 70, every scheme, f32 and f16: the same bits
@@ -327,11 +331,25 @@ std::string dot_suffix(kiln::context<kiln::vulkan>& c) {
 }
 
 /// The kernel a product of M rows of x runs on c (or the one KILN_VULKAN_QUANT forces).
-std::string product_variant(kiln::context<kiln::vulkan>& c, index_t M) {
+/// (A GPU's matvec splits K over the invocations of a column where x's row and the group
+/// sums fit its shared memory: select_quant with the device's caps.)
+template <class S>
+std::string product_variant(kiln::context<kiln::vulkan>& c, index_t M, const kiln::qtensor<S, kiln::vulkan>& q) {
   namespace vk = kiln::detail::vk;
   const vk::quant_force f = vk::forced_quant().kernel;
-  const bool tiled = f != vk::quant_force::matvec && (M > vk::quant_matvec_rows || f != vk::quant_force::none);
-  return (tiled ? "vulkan.quant.tiled" : "vulkan.quant.matvec") + dot_suffix(c);
+  const bool tiled = f != vk::quant_force::matvec && f != vk::quant_force::split &&
+                     (M > vk::quant_matvec_rows || f != vk::quant_force::none);
+  if (tiled) return "vulkan.quant.tiled" + dot_suffix(c);
+  const auto& l = q.layout();
+  const auto caps = vk::device_caps_of(*q.codes().storage()->ctx);
+  const bool split = vk::select_quant(vk::quant_kind::matvec, l.K, caps, "op", l.N, M, S::bits, vk::forced_quant(), l.group).lanes > 0;
+  return std::string("vulkan.quant.matvec") + (split ? " split" : "") + dot_suffix(c);
+}
+
+/// The matvec kernel's name on c for a [4, 64] int8 weight (a GPU's splits K).
+std::string matvec_name(kiln::context<kiln::vulkan>& c) {
+  return kiln::detail::vk::device_caps_of(*kiln::zeros<float>(c, {1}).storage()->ctx).cpu ? "vulkan.quant.matvec"
+                                                                                           : "vulkan.quant.matvec split";
 }
 
 /// KILN_VULKAN_QUANT naming `kernel` ("": the shape's) and the arithmetic now forced, if any.
@@ -356,7 +374,7 @@ void check_matvec(kiln::context<kiln::vulkan>& c, std::mt19937_64& g, index_t M,
   const std::vector<float> xv(xt.begin(), xt.end());
   const auto x = kiln::from_host(c, {M, K}, xt);
   auto y = kiln::empty<T>(c, {M, N});
-  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), product_variant(c, M)) << what;
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), product_variant(c, M, q)) << what;
   const std::uint64_t before = c.kernels_launched();
   y = kiln::matmul(x, q);
   EXPECT_EQ(c.kernels_launched() - before, 1u) << what;
@@ -364,7 +382,7 @@ void check_matvec(kiln::context<kiln::vulkan>& c, std::mt19937_64& g, index_t M,
   const auto yh = y.to_host();
   expect_close(yh, ref, what, std::is_same_v<T, float> ? 0.0 : std::is_same_v<T, kiln::half> ? 0x1p-11 : 0x1p-8);
   const index_t R = std::min<index_t>(M, kiln::detail::vk::quant_matvec_rows);
-  if (product_variant(c, M).starts_with("vulkan.quant.tiled")) {
+  if (product_variant(c, M, q).starts_with("vulkan.quant.tiled")) {
     kiln_test::scoped_env matvec("KILN_VULKAN_QUANT", with_kernel("matvec").c_str());
     const auto xr = kiln::from_host(c, {R, K}, std::vector<T>(xt.begin(), xt.begin() + R * K));
     auto yr = kiln::empty<T>(c, {R, N});
@@ -450,6 +468,64 @@ TEST_F(quant, tiled_with_a_gpus_and_a_cpus_sizes_matches_the_reference_and_the_m
   // and the matvec kernel forced for many rows
   kiln_test::scoped_env force("KILN_VULKAN_QUANT", "matvec");
   check_matvec<qs::int8>(c, g, 17, 37, 96, {.group = 32});
+}
+
+/// The GPUs' matvec (K split over the invocations of a column, per-group sums in shared
+/// memory) forced on whatever device runs the tests: the reference, and the bits of the
+/// one-column-an-invocation kernel (which the tiled kernel also gives).
+TEST_F(quant, split_matvec_matches_the_reference_and_the_matvec_kernels_bits) {
+  auto g = kiln_test::rng();
+  auto& c = ctx();
+  const auto same = [&](auto scheme, auto type, index_t M, index_t N, index_t K, kiln::quant_options o) {
+    using S = decltype(scheme);
+    using T = decltype(type);
+    const std::string what = std::string(S::name) + (std::is_same_v<T, float> ? "" : " f16") + " M " + std::to_string(M) +
+                             " N " + std::to_string(N) + " K " + std::to_string(K) + " group " + std::to_string(o.group) +
+                             (o.per_row ? " per row" : "");
+    const auto wh = kiln_test::uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
+    const auto q = kiln::quantize<S>(kiln::from_host(c, {N, K}, wh), o);
+    const auto xf = kiln_test::uniform(g, static_cast<std::size_t>(M * K), -3.0f, 3.0f);
+    const std::vector<T> xt(xf.begin(), xf.end());
+    const auto x = kiln::from_host(c, {M, K}, xt);
+    std::vector<T> got[2];
+    for (int split = 0; split < 2; ++split) {
+      kiln_test::scoped_env env("KILN_VULKAN_QUANT", with_kernel(split ? "split" : "matvec").c_str());
+      ASSERT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), product_variant(c, M, q)) << what;
+      ASSERT_EQ(kiln::kernel_variant(kiln::matmul(x, q)).find("split") != std::string::npos, split == 1) << what;
+      auto y = kiln::empty<T>(c, {M, N});
+      const std::uint64_t before = c.kernels_launched();
+      y = kiln::matmul(x, q);
+      EXPECT_EQ(c.kernels_launched() - before, 1u) << what;
+      got[split] = y.to_host();
+    }
+    const qref ref = ref_qmatmul<S>(std::vector<float>(xt.begin(), xt.end()), M, K, q.codes().to_host(),
+                                    q.scales().to_host(), q.layout());
+    expect_close(got[1], ref, what + " split", std::is_same_v<T, float> ? 0.0 : 0x1p-11);
+    for (std::size_t i = 0; i < got[0].size(); ++i) {
+      const float a = float(got[0][i]), b = float(got[1][i]);
+      if (std::memcmp(&a, &b, sizeof a) != 0 && !(std::isnan(a) && std::isnan(b))) {
+        ADD_FAILURE() << what << ": y[" << i << "] matvec " << a << ", split " << b;
+        break;
+      }
+    }
+  };
+  for (const index_t M : {1, 3}) {
+    for (const index_t K : {32, 96, 4096}) {
+      same(qs::int8{}, float{}, M, 37, K, {});
+      same(qs::int8{}, float{}, M, 37, K, {.group = 32});
+      same(qs::int4{}, float{}, M, 70, K, {.group = 32});
+      same(qs::ternary{}, float{}, M, 37, K, {});
+      same(qs::ternary{}, float{}, M, 70, K, {.per_row = true});
+    }
+    same(qs::int8{}, float{}, M, 37, 4096, {.group = 128});
+    same(qs::int4{}, float{}, M, 37, 4096, {.group = 64});
+    same(qs::int4{}, float{}, M, 37, 4096, {.group = 128});
+    same(qs::ternary{}, float{}, M, 37, 5, {});  // K below a chunk: padded codes
+    same(qs::ternary{}, float{}, M, 3, 100, {.per_row = true});
+    same(qs::int8{}, kiln::half{}, M, 37, 96, {.group = 32});
+    same(qs::int4{}, kiln::half{}, M, 9, 2816, {.group = 64});  // 11 field blocks a lane past 32 lanes
+  }
+  same(qs::int8{}, float{}, 1, 1100, 352, {.group = 32});  // several column blocks
 }
 
 TEST_F(quant, matvec_walks_a_k_past_shared_memory_in_segments) {
@@ -584,7 +660,7 @@ TEST_F(quant, matvec_fuses_its_prologue_and_a_bias_then_gelu_epilogue) {
   const auto x = kiln::from_host(c, {M, K}, xh);
   const auto bias = kiln::from_host(c, {N}, bh);
   auto y = kiln::empty<float>(c, {M, N});
-  EXPECT_EQ(kiln::kernel_variant(kiln::gelu(kiln::linear(x * 0.5f, q, bias))), product_variant(c, M));
+  EXPECT_EQ(kiln::kernel_variant(kiln::gelu(kiln::linear(x * 0.5f, q, bias))), product_variant(c, M, q));
   const std::uint64_t before = c.kernels_launched();
   y = kiln::gelu(kiln::linear(x * 0.5f, q, bias));
   EXPECT_EQ(c.kernels_launched() - before, 1u);
@@ -648,7 +724,7 @@ TEST_F(quant, matvec_and_tiled_give_nan_for_a_row_holding_nan_or_inf) {
     xh[2 * K + 95] = -std::numeric_limits<float>::infinity();
     for (index_t k = 0; k < K; ++k) xh[3 * K + k] = 0.0f;  // all zero: outputs 0
     auto y = kiln::empty<float>(c, {M, N});
-    EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::from_host(c, {M, K}, xh), q)), product_variant(c, M));
+    EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::from_host(c, {M, K}, xh), q)), product_variant(c, M, q));
     y = kiln::matmul(kiln::from_host(c, {M, K}, xh), q);
     const auto yh = y.to_host();
     for (index_t n = 0; n < N; ++n) {
@@ -700,6 +776,41 @@ TEST_F(quant, matvec_names_the_shared_memory_limit_it_cannot_fit) {
   }
 }
 
+TEST_F(quant, split_matvec_sizes_fit_the_device_or_fall_back) {
+  namespace vk = kiln::detail::vk;
+  // a GPU: 32 invocations a column (fewer for a short K), 256 a workgroup; x's row and the
+  // group sums within shared memory, else fewer columns a workgroup, else the plain matvec
+  const auto t = vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(1024, 49152), "op", 4096, 1, 8, {}, 32);
+  EXPECT_EQ(t.name(), "vulkan.quant.matvec split");
+  EXPECT_EQ(t.lanes, 32u);
+  EXPECT_EQ(t.wg, 256u);
+  EXPECT_EQ(t.groups, 128u);
+  EXPECT_EQ(t.seg, 4096u);
+  EXPECT_LE(t.shared_bytes(8), 49152u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 96, quant_dev(1024, 49152), "op", 4096, 1, 8).lanes, 4u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(1024, 49152), "op", 4096, 1, 2).lanes, 32u);
+  const auto narrow = vk::select_quant(vk::quant_kind::matvec, 11008, quant_dev(1024, 16384), "op", 4096, 1, 8, {}, 32);
+  EXPECT_EQ(narrow.lanes, 32u);
+  EXPECT_LT(narrow.wg, 256u);
+  EXPECT_LE(narrow.shared_bytes(8), 16384u);
+  const auto wide = vk::select_quant(vk::quant_kind::matvec, 40960, quant_dev(1024, 32768), "op", 4096, 1, 8);
+  EXPECT_EQ(wide.lanes, 0u);
+  EXPECT_EQ(wide.name(), "vulkan.quant.matvec");
+  // a CPU device keeps the plain matvec unless KILN_VULKAN_QUANT says split
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(1024, 32768, true), "op", 4096, 1, 8).lanes, 0u);
+  const vk::quant_forcing split{vk::quant_force::split, std::nullopt};
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(1024, 32768, true), "op", 4096, 1, 8, split).lanes, 32u);
+  EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(1024, 32768, true), "op", 4096, 9, 8, split).name(),
+            "vulkan.quant.matvec split");  // forced: any number of rows
+  try {
+    (void)vk::select_quant(vk::quant_kind::matvec, 40960, quant_dev(1024, 32768, true), "kiln::matmul: x is ...", 4096, 1, 8, split);
+    ADD_FAILURE() << "no exception";
+  } catch (const kiln::shader_error& e) {
+    EXPECT_NE(std::string(e.what()).find("KILN_VULKAN_QUANT=split"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("maxComputeSharedMemorySize is 32768"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(quant, tiled_sizes_come_from_the_device_and_fit_its_limits) {
   namespace vk = kiln::detail::vk;
   // the tiled kernel past quant_matvec_rows rows: GPU 64 x 64 tiles of 4 x 4, CPU 64 x 128 of
@@ -716,7 +827,7 @@ TEST_F(quant, tiled_sizes_come_from_the_device_and_fit_its_limits) {
   EXPECT_TRUE(tcpu.qf);
   EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(1024, 32768, false), "op", 4096, 5, 8).bm, 8u);
   EXPECT_EQ(vk::select_quant(vk::quant_kind::matvec, 4096, quant_dev(1024, 32768, false), "op", 4096, 4, 8).name(),
-            "vulkan.quant.matvec");
+            "vulkan.quant.matvec split");
   for (const bool cpu : {false, true}) {
     for (const std::uint32_t inv : {64u, 128u, 256u, 1024u}) {
       for (const std::uint32_t shm : {8192u, 16384u, 32768u, 65536u}) {
@@ -746,7 +857,7 @@ TEST_F(quant, kernel_variants_are_named) {
   const auto q = kiln::quantize<qs::int8>(w);
   EXPECT_EQ(kiln::kernel_variant(kiln::dequantize(q)), "vulkan.quant.dequantize");
   const std::string dot = dot_suffix(c);  // " dot4x8" on a device with accelerated dot products
-  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {2, 64}), q)), "vulkan.quant.matvec" + dot);
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {2, 64}), q)), matvec_name(c) + dot);
   EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {5, 64}), q)), "vulkan.quant.tiled" + dot);
   EXPECT_EQ(kiln::kernel_variant(kiln::gelu(kiln::linear(kiln::zeros<float>(c, {2, 40, 64}), q))), "vulkan.quant.tiled" + dot);
   const auto d = kiln::dequantize(q);
@@ -765,7 +876,8 @@ TEST_F(quant, kiln_vulkan_quant_names_a_kernel_and_an_arithmetic) {
   EXPECT_EQ(p.kernel, vk::quant_force::matvec);
   EXPECT_EQ(p.dot, std::optional<bool>(false));
   EXPECT_EQ(vk::parse_quant_forcing("dot").kernel, vk::quant_force::none);
-  for (const char* bad : {"gpu", "tiled matvec", "dot plain", "tiled fast", "Dot"}) {
+  EXPECT_EQ(vk::parse_quant_forcing("split dot").kernel, vk::quant_force::split);
+  for (const char* bad : {"gpu", "tiled matvec", "dot plain", "tiled fast", "Dot", "split matvec", "split gpu"}) {
     try {
       (void)vk::parse_quant_forcing(bad);
       ADD_FAILURE() << bad << ": no exception";
@@ -783,7 +895,8 @@ TEST_F(quant, dot_products_run_where_accelerated_or_forced) {
   const auto none = quant_dev(1024, 32768, false, false, false);
   const vk::quant_forcing dot{vk::quant_force::none, true}, plain{vk::quant_force::none, false};
   for (const index_t M : {1, 64}) {
-    const std::string kernel = M == 1 ? "vulkan.quant.matvec" : "vulkan.quant.tiled";
+    const std::string kernel = M == 1 ? "vulkan.quant.matvec split" : "vulkan.quant.tiled";  // on a GPU
+    const std::string kernel_cpu = M == 1 ? "vulkan.quant.matvec" : "vulkan.quant.tiled";
     EXPECT_FALSE(vk::select_quant(quant_kind::matvec, 4096, slow, "op", 4096, M, 8).dot);
     EXPECT_FALSE(vk::select_quant(quant_kind::matvec, 4096, none, "op", 4096, M, 8).dot);
     const auto f = vk::select_quant(quant_kind::matvec, 4096, fast, "op", 4096, M, 4);
@@ -794,8 +907,8 @@ TEST_F(quant, dot_products_run_where_accelerated_or_forced) {
     const auto forced = vk::select_quant(quant_kind::matvec, 4096, slow, "op", 4096, M, 2, dot);
     EXPECT_TRUE(forced.dot);
     EXPECT_FALSE(forced.qf);  // on a CPU device the dot replaces the float multiply-adds
-    EXPECT_EQ(forced.name(), kernel + " dot4x8");
-    EXPECT_EQ(vk::select_quant(quant_kind::matvec, 4096, slow, "op", 4096, M, 2).name(), kernel);
+    EXPECT_EQ(forced.name(), kernel_cpu + " dot4x8");
+    EXPECT_EQ(vk::select_quant(quant_kind::matvec, 4096, slow, "op", 4096, M, 2).name(), kernel_cpu);
     try {
       (void)vk::select_quant(quant_kind::matvec, 4096, none, "kiln::matmul: x is ...", 4096, M, 8, dot);
       ADD_FAILURE() << "no exception";
@@ -811,8 +924,7 @@ TEST_F(quant, dot_products_run_where_accelerated_or_forced) {
   const auto& d = kiln::vulkan::device(c);
   const auto q = kiln::quantize<qs::int8>(kiln::zeros<float>(c, {4, 64}));
   const bool fast_here = d.integer_dot_product && d.dot4x8_signed_accelerated;
-  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {1, 64}), q)),
-            std::string("vulkan.quant.matvec") + (fast_here ? " dot4x8" : ""));
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(kiln::zeros<float>(c, {1, 64}), q)), matvec_name(c) + (fast_here ? " dot4x8" : ""));
 }
 
 TEST_F(quant, dot_products_and_plain_multiply_adds_give_the_same_bits) {
@@ -839,7 +951,7 @@ TEST_F(quant, dot_products_and_plain_multiply_adds_give_the_same_bits) {
       kiln_test::scoped_env env("KILN_VULKAN_QUANT", force.c_str());
       const std::string v = kiln::kernel_variant(kiln::matmul(x, q));
       EXPECT_EQ(v.ends_with(" dot4x8"), dot == 1) << what << ": " << v;
-      EXPECT_EQ(v, product_variant(c, M)) << what;
+      EXPECT_EQ(v, product_variant(c, M, q)) << what;
       auto y = kiln::empty<T>(c, {M, N});
       y = kiln::matmul(x, q);
       got[dot] = y.to_host();
@@ -856,7 +968,7 @@ TEST_F(quant, dot_products_and_plain_multiply_adds_give_the_same_bits) {
       }
     }
   };
-  for (const std::string kernel : {"", "matvec", "tiled gpu", "tiled cpu"}) {
+  for (const std::string kernel : {"", "matvec", "split", "tiled gpu", "tiled cpu"}) {
     for (const index_t M : {1, 5, 70}) {
       both(qs::int8{}, float{}, kernel, M, 37, 4096, {});
       both(qs::int8{}, float{}, kernel, M, 70, 96, {.group = 32});

@@ -13,6 +13,10 @@
 //               weights when K does not fit the device's shared memory), then each
 //               invocation takes NC output columns: integer dot products over its weight
 //               row read as uvec4 words, int32 sums per scale group, one float per group
+//   matvec split (GPUs) the same product with K split over up to 32 invocations a
+//               column (neighbouring invocations read neighbouring 32-byte chunks), the
+//               per-group int32 sums added in shared memory, the groups then walked in
+//               order by one invocation a column: the same bits (matvec_split.comp)
 //   tiled       for more than quant_matvec_rows rows of x: one workgroup per tile of BM
 //               rows of x by BN columns, x_q and the code words staged in shared memory in
 //               chunks of BK weights of K, TM x TN outputs an invocation (register
@@ -91,10 +95,11 @@ struct vk_quant_op<qmatmul_op<S>> {
 /// "tiled", "tiled gpu" / "tiled cpu" (the tiled kernel with a GPU's sizes and integer
 /// products, or a CPU device's sizes and float multiply-adds, whatever the device); else
 /// chosen by shape.
-enum class quant_force : std::uint8_t { none, matvec, tiled, tiled_gpu, tiled_cpu };
+enum class quant_force : std::uint8_t { none, matvec, tiled, tiled_gpu, tiled_cpu, split };
 
-/// What KILN_VULKAN_QUANT forces: words separated by spaces, a kernel ("matvec", "tiled",
-/// "tiled gpu", "tiled cpu") and / or the products' arithmetic ("dot": packed 4x8-bit
+/// What KILN_VULKAN_QUANT forces: words separated by spaces, a kernel ("matvec": an
+/// invocation a column; "split": K split over the invocations of a column, GPUs' matvec;
+/// "tiled", "tiled gpu", "tiled cpu") and / or the products' arithmetic ("dot": packed 4x8-bit
 /// integer dot products, OpSDot, on a device with shaderIntegerDotProduct; "plain":
 /// integer multiply-adds), e.g. "dot", "tiled cpu dot", "matvec plain". Unset: the kernel
 /// by shape, dot products where the device reports them accelerated.
@@ -114,6 +119,8 @@ struct quant_choice {
   std::uint32_t wg = 64;    // invocations per workgroup (a power of two)
   std::uint32_t seg = 128;  // matvec: weights of x's row held in shared memory at a time (a multiple of 128)
   std::uint32_t nc = 1;     // matvec: output columns per invocation
+  std::uint32_t lanes = 0;  // matvec: invocations per output column (K split over them; matvec_split.comp), 0: one
+  std::uint32_t groups = 1; // matvec with lanes: scale groups a row (held in shared memory)
   // tiled: rows of x and columns a workgroup, weights of K staged at a time (a multiple of
   // 128), rows and columns an invocation; wg = (bm / tm) * (bn / tn) >= bm
   std::uint32_t bm = 64, bn = 64, bk = 128, tm = 4, tn = 4;
@@ -124,8 +131,8 @@ struct quant_choice {
   std::uint32_t shared_bytes(int bits = 8) const;
   /// Specialisation constants 2, 3, ... of the kernel (kernels/quant/*.comp).
   std::vector<std::uint32_t> constants() const;
-  /// kiln::kernel_variant's name: "vulkan.quant.matvec", or with dot products
-  /// "vulkan.quant.matvec dot4x8".
+  /// kiln::kernel_variant's name: "vulkan.quant.matvec", "vulkan.quant.matvec split" (K
+  /// split over lanes), with dot products "vulkan.quant.matvec dot4x8".
   std::string name() const;
 };
 
@@ -155,8 +162,13 @@ KILN_DECL bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits
 /// 4x8-bit dot products (quant_choice::dot, in place of the tiled kernel's float
 /// multiply-adds too) where the device has them and reports the signed one accelerated,
 /// or where KILN_VULKAN_QUANT says "dot" (kiln::shader_error on a device without them).
+/// On a GPU the matvec splits K over the invocations of a column (quant_choice::lanes,
+/// kernels/quant/matvec_split.comp: up to 32 a column, 256 a workgroup; a decode step's
+/// few thousand columns would otherwise keep too few loads in flight) where the row of x
+/// and the per-group sums (`group` weights a scale; 0: one a row) fit shared memory.
 KILN_DECL quant_choice select_quant(quant_kind kind, index_t K, const device_caps& dev, const std::string& what,
-                                    index_t N = 0, index_t M = 1, int bits = 8, quant_forcing forced = {});
+                                    index_t N = 0, index_t M = 1, int bits = 8, quant_forcing forced = {},
+                                    index_t group = 0);
 
 /// What a quant kernel is compiled for (sizes are specialisation constants, not here).
 struct quant_plan {
@@ -211,12 +223,12 @@ quant_choice quant_choice_of(const S& s, const device_caps& dev) {
   const detail::quant_layout& l = s.op.layout;
   const index_t M = V::kind == quant_kind::matvec && l.K ? s.input_shape.numel() / l.K : 1;
   return select_quant(V::kind, l.K, dev, quant_what(s), l.N, M, V::scheme::bits,
-                      V::kind == quant_kind::matvec ? forced_quant() : quant_forcing{});
+                      V::kind == quant_kind::matvec ? forced_quant() : quant_forcing{}, l.group);
 }
 
 /// The kernel texts a quant statement may run (kernels/quant/*.comp).
 struct quant_templates {
-  std::string_view pack, dequantize, matvec, tiled, common;
+  std::string_view pack, dequantize, matvec, tiled, common, matvec_split;
 };
 
 /// Plans and generates the kernel of `out = n` whose structural node is a quant op, from
@@ -251,6 +263,10 @@ quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const device
     if (c.kind == quant_kind::tiled) {
       tiles = (l.N + index_t(c.bn) - 1) / index_t(c.bn);
       threads = std::uint64_t((rows + index_t(c.bm) - 1) / index_t(c.bm)) * std::uint64_t(tiles) * c.wg;
+    } else if (c.lanes) {
+      const index_t columns = index_t(c.wg / c.lanes);
+      tiles = (l.N + columns - 1) / columns;
+      threads = std::uint64_t(rows) * std::uint64_t(tiles) * c.wg;
     } else {
       tiles = (l.N + index_t(c.wg * c.nc) - 1) / index_t(c.wg * c.nc);
       threads = std::uint64_t(rows) * std::uint64_t(tiles) * c.wg;
@@ -310,6 +326,7 @@ quant_kernel make_quant_kernel(const tensor<T, B>& out, const N& n, const device
   const std::string_view text = c.kind == quant_kind::pack         ? tmpl.pack
                                 : c.kind == quant_kind::dequantize ? tmpl.dequantize
                                 : c.kind == quant_kind::tiled      ? tmpl.tiled
+                                : c.lanes                          ? tmpl.matvec_split
                                                                    : tmpl.matvec;
   kn.source = is_quant_product(c.kind) ? &quant_source<T>(n, s, q, pb, {tmpl.common, text}) : &quant_source<T>(n, s, q, pb, {text});
   kn.push = pb.take_words();

@@ -52,8 +52,8 @@ struct vk_quant_kernel {
     const char* op = V::kind == quant_kind::pack ? "quantize" : V::kind == quant_kind::dequantize ? "dequantize" : "matmul";
     planned_kernel k;
     k.operands = collect_operands(out, n, op);
-    const quant_templates tmpl{kernels::quant_pack, kernels::quant_dequantize, kernels::quant_matvec, kernels::quant_tiled,
-                               kernels::quant_common};
+    const quant_templates tmpl{kernels::quant_pack,  kernels::quant_dequantize, kernels::quant_matvec,
+                               kernels::quant_tiled, kernels::quant_common,     kernels::quant_matvec_split};
     const device_caps dev = device_caps_of(ctx);
     quant_kernel kn = make_quant_kernel(out, n, dev, dev.max_push_bytes, tmpl);
     if (kn.empty) return k;

@@ -11,7 +11,7 @@ KILN_DECL quant_forcing parse_quant_forcing(std::string_view v) {
   quant_forcing f;
   auto bad = [&](std::string_view why) {
     return error("kiln::vulkan: KILN_VULKAN_QUANT='" + std::string(v) + "': " + std::string(why) +
-                 " (words: matvec, tiled, tiled gpu, tiled cpu; dot or plain)");
+                 " (words: matvec, split, tiled, tiled gpu, tiled cpu; dot or plain)");
   };
   std::size_t i = 0;
   while (i < v.size()) {
@@ -22,9 +22,9 @@ KILN_DECL quant_forcing parse_quant_forcing(std::string_view v) {
     const std::size_t end = std::min(v.find(' ', i), v.size());
     const std::string_view w = v.substr(i, end - i);
     i = end;
-    if (w == "matvec" || w == "tiled") {
+    if (w == "matvec" || w == "tiled" || w == "split") {
       if (f.kernel != quant_force::none) throw bad("two kernels");
-      f.kernel = w == "matvec" ? quant_force::matvec : quant_force::tiled;
+      f.kernel = w == "matvec" ? quant_force::matvec : w == "split" ? quant_force::split : quant_force::tiled;
     } else if (w == "gpu" || w == "cpu") {
       if (f.kernel != quant_force::tiled) throw bad("'" + std::string(w) + "' follows 'tiled' only");
       f.kernel = w == "gpu" ? quant_force::tiled_gpu : quant_force::tiled_cpu;
@@ -44,7 +44,7 @@ KILN_DECL quant_forcing forced_quant() {
 }
 
 KILN_DECL std::uint32_t quant_choice::shared_bytes(int bits) const {
-  if (kind == quant_kind::matvec) return seg + wg * 8;
+  if (kind == quant_kind::matvec) return seg + wg * 8 + (lanes ? wg / lanes * groups * 4 : 0);
   if (kind == quant_kind::tiled) {
     return bm * (bk / 4 + 1) * 4 + bn * (bk * std::uint32_t(bits) / 128 + 1) * 16 + wg * 8 + bm * 8;
   }
@@ -53,6 +53,7 @@ KILN_DECL std::uint32_t quant_choice::shared_bytes(int bits) const {
 
 KILN_DECL std::vector<std::uint32_t> quant_choice::constants() const {
   if (kind == quant_kind::tiled) return {wg, bm, bn, bk, tm, tn};
+  if (lanes) return {wg, seg, lanes, groups};
   return {wg, seg, nc};
 }
 
@@ -61,7 +62,7 @@ KILN_DECL std::string quant_choice::name() const {
   switch (kind) {
     case quant_kind::pack: return "vulkan.quant.pack";
     case quant_kind::dequantize: return "vulkan.quant.dequantize";
-    case quant_kind::matvec: return std::string("vulkan.quant.matvec") + arith;
+    case quant_kind::matvec: return std::string("vulkan.quant.matvec") + (lanes ? " split" : "") + arith;
     case quant_kind::tiled: return std::string("vulkan.quant.tiled") + arith;
   }
   return {};
@@ -91,7 +92,7 @@ KILN_DECL bool tiled_quant_sizes(quant_choice& c, index_t M, index_t K, int bits
 }  // namespace quant_detail
 
 KILN_DECL quant_choice select_quant(quant_kind kind, index_t K, const device_caps& dev, const std::string& what,
-                                    index_t N, index_t M, int bits, quant_forcing forced) {
+                                    index_t N, index_t M, int bits, quant_forcing forced, index_t group) {
   quant_choice c;
   c.kind = kind;
   const quant_force force = forced.kernel;
@@ -102,7 +103,8 @@ KILN_DECL quant_choice select_quant(quant_kind kind, index_t K, const device_cap
     }
     c.dot = dev.dot && forced.dot.value_or(dev.dot_fast);
   }
-  if (kind == quant_kind::matvec && force != quant_force::matvec && (M > quant_matvec_rows || force != quant_force::none)) {
+  if (kind == quant_kind::matvec && force != quant_force::matvec && force != quant_force::split &&
+      (M > quant_matvec_rows || force != quant_force::none)) {
     device_caps d = dev;
     if (force == quant_force::tiled_gpu || force == quant_force::tiled_cpu) d.cpu = force == quant_force::tiled_cpu;
     quant_choice t = c;
@@ -124,6 +126,28 @@ KILN_DECL quant_choice select_quant(quant_kind kind, index_t K, const device_cap
                        std::to_string(dev.shared_bytes));
   }
   c.seg = static_cast<std::uint32_t>(std::min<std::uint64_t>(row, std::min<std::uint64_t>(room, 1u << 20)));
+  // GPUs: K split over up to 32 invocations a column, 256 a workgroup, where the whole row
+  // of x and the columns' group sums fit (fewer columns a workgroup while they do not)
+  if ((!dev.cpu && force == quant_force::none) || force == quant_force::split) {
+    const std::uint64_t chunk = 32u * (8u / std::uint64_t(bits));
+    const std::uint64_t chunks = (std::uint64_t(std::max<index_t>(K, 1)) + chunk - 1) / chunk;
+    const std::uint64_t g = group > 0 && group < K ? (std::uint64_t(K) + std::uint64_t(group) - 1) / std::uint64_t(group) : 1;
+    quant_choice t = c;
+    t.wg = pow2_floor(std::clamp<std::uint32_t>(dev.workgroup_limit(), 1, 256));
+    t.lanes = 1;
+    while (t.lanes < 32 && t.lanes < t.wg && t.lanes < chunks) t.lanes *= 2;
+    t.seg = static_cast<std::uint32_t>(row);
+    t.groups = static_cast<std::uint32_t>(std::min<std::uint64_t>(g, UINT32_MAX));
+    t.nc = 1;
+    for (; t.wg >= t.lanes; t.wg /= 2) {
+      if (row <= (1u << 20) && t.shared_bytes(bits) <= dev.shared_bytes) return t;
+    }
+    if (force == quant_force::split) {
+      throw shader_error(what + ": KILN_VULKAN_QUANT=split needs x's row (" + std::to_string(row) + " bytes) and " +
+                         std::to_string(g) + " group sums a column in shared memory; the device's "
+                         "maxComputeSharedMemorySize is " + std::to_string(dev.shared_bytes));
+    }
+  }
   if (dev.cpu) {
     const auto blocks = [&](std::uint32_t nc) { return std::uint64_t(M) * ((std::uint64_t(N) + c.wg * nc - 1) / (c.wg * nc)); };
     for (std::uint32_t nc : {4u, 2u}) {
