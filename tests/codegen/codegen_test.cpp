@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends.hpp"
+#include "scoped_env.hpp"
 
 #ifndef KILN_CODEGEN_GOLDEN_DIR
 #error "KILN_CODEGEN_GOLDEN_DIR must name tests/codegen/golden"
@@ -541,6 +542,31 @@ TEST_F(codegen, cooperative_matrix_gemm_is_chosen_for_f16_operands_and_compiles)
   const auto k3 = gemm(yo, kiln::matmul(odd, odd_b));  // no vec4 reads
   EXPECT_EQ(k3.choice.kind, vk::gemm_kind::coopmat);
   EXPECT_EQ(glslc_errors(k3.first->glsl, "gemm_coopmat_scalar"), "") << k3.first->glsl;
+  {  // KILN_VULKAN_COOPMAT_TILE: another tile (8 subgroups), checked against the device
+    kiln_test::scoped_env tile("KILN_VULKAN_COOPMAT_TILE", "128x256x32/2x4");
+    const auto k4 = gemm(y, kiln::matmul(a, kiln::transpose(w)));
+    EXPECT_EQ(k4.choice.name(), "vulkan.gemm.coopmat 128x256 (16x16x16 f16, 8 subgroups)");
+    EXPECT_EQ(k4.first_wg, 256u);
+    EXPECT_NE(k4.first->glsl.find("#define KILN_BN 256u"), std::string::npos);
+    EXPECT_EQ(glslc_errors(k4.first->glsl, "gemm_coopmat_tile"), "") << k4.first->glsl;
+    kiln_test::scoped_env odd_tile("KILN_VULKAN_COOPMAT_TILE", "128x120x32/2x2");  // 60 columns a subgroup
+    try {
+      (void)gemm(y, kiln::matmul(a, kiln::transpose(w)));
+      ADD_FAILURE() << "no exception";
+    } catch (const kiln::device_error& e) {
+      EXPECT_NE(std::string(e.what()).find("KILN_VULKAN_COOPMAT_TILE='128x120x32/2x2' does not fit"), std::string::npos)
+          << e.what();
+    }
+  }
+  for (const char* bad : {"128x128x32", "128x128x32/2x2x", "0x128x32/2x2", "128x128/32/2x2", "axbxc/dxe", ""}) {
+    try {
+      (void)vk::parse_coopmat_tile(bad);
+      ADD_FAILURE() << "'" << bad << "': no exception";
+    } catch (const kiln::error& e) {
+      EXPECT_NE(std::string(e.what()).find("is not BMxBNxBK/SGMxSGN"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(vk::parse_coopmat_tile("64x32x16/2x1"), (std::array<std::uint32_t, 5>{64, 32, 16, 2, 1}));
   // f32 operands keep the f32 kernel; so does a device without cooperative matrices
   auto af = kiln::zeros<float>(ctx, {200, 72}), bf = kiln::zeros<float>(ctx, {72, 96});
   auto y2 = kiln::empty<float>(ctx, {200, 96});

@@ -55,6 +55,25 @@ KILN_DECL std::uint64_t splitk_chunk(index_t K, std::uint64_t want, std::uint32_
 
 }  // namespace gemm_detail
 
+KILN_DECL std::array<std::uint32_t, 5> parse_coopmat_tile(std::string_view v) {
+  std::array<std::uint32_t, 5> z{};
+  std::size_t i = 0;
+  for (std::size_t f = 0; f < z.size(); ++f) {
+    const std::size_t start = i;
+    std::uint64_t n = 0;
+    while (i < v.size() && v[i] >= '0' && v[i] <= '9' && n < 65536) n = n * 10 + std::uint64_t(v[i++] - '0');
+    const char sep = f == 2 ? '/' : f == 4 ? '\0' : 'x';
+    const bool ends = f == 4 ? i == v.size() : i < v.size() && v[i] == sep;
+    if (i == start || n == 0 || n >= 65536 || !ends) {
+      throw error("kiln::vulkan: KILN_VULKAN_COOPMAT_TILE='" + std::string(v) +
+                  "' is not BMxBNxBK/SGMxSGN (positive whole numbers, e.g. 128x128x32/2x2)");
+    }
+    z[f] = static_cast<std::uint32_t>(n);
+    if (f < 4) ++i;
+  }
+  return z;
+}
+
 KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn, const device_caps& dev,
                                   std::string_view forced, const std::string& what, bool f16_operands) {
   using namespace gemm_detail;
@@ -133,6 +152,23 @@ KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn
     c.cm_n = dev.cm_n;
     c.cm_k = dev.cm_k;
     c.subgroup = sg;
+    if (const char* tile = std::getenv("KILN_VULKAN_COOPMAT_TILE"); tile && *tile) {
+      // "BMxBNxBK/SGMxSGN" (measurements: scripts/gpu_check.sh's sweep)
+      const auto z = parse_coopmat_tile(tile);
+      c.bm = z[0];
+      c.bn = z[1];
+      c.bk = z[2];
+      c.sgm = z[3];
+      c.sgn = z[4];
+      c.wg = c.sgm * c.sgn * sg;
+      if ((c.bm / c.sgm) % c.cm_m == 0 && (c.bn / c.sgn) % c.cm_n == 0 && c.bk % c.cm_k == 0 && fits(c)) return c;
+      throw device_error(what + ": KILN_VULKAN_COOPMAT_TILE='" + tile + "' does not fit the device: each subgroup's block (" +
+                         std::to_string(c.bm / c.sgm) + " x " + std::to_string(c.bn / c.sgn) +
+                         ") must be whole " + std::to_string(c.cm_m) + " x " + std::to_string(c.cm_n) +
+                         " matrices and BK a multiple of " + std::to_string(c.cm_k) + ", within " + std::to_string(max_wg) +
+                         " invocations (it needs " + std::to_string(c.wg) + ") and " + std::to_string(dev.shared_bytes) +
+                         " bytes of shared memory (it needs " + std::to_string(c.shared_bytes()) + ")");
+    }
     for (std::size_t i = big ? 0 : 1; i < std::size(sizes); ++i) {
       const auto& z = sizes[i];
       c.bm = z[0];
