@@ -5,7 +5,8 @@
 // groups, padding, NaN/Inf weights, bad groups; dequantize (fused, one kernel);
 // quantized products (exact int32 sums on integer data, a tolerance derived from the
 // scales otherwise), the epilogue and prologue fused, f16 activations, NaN rows, errors;
-// and on the CPU every micro-kernel path this build has against plain integer loops.
+// and on the CPU every micro-kernel path this build has against plain integer loops, and
+// the prefill products (column panels where the build has AVX-512 VNNI) on odd shapes.
 #include <gtest/gtest.h>
 
 #include <kiln/kiln.hpp>
@@ -429,6 +430,24 @@ TYPED_TEST(quant_test, products_against_the_reference) {
   check_product<q::int4, TypeParam>(1, 64, 4096, {.group = 64});
 }
 
+// The prefill products (many rows of x: column panels of 32 weight rows where the build
+// has AVX-512 VNNI, cpu/quant/panel.hpp) against the reference: 16 rows (the first that
+// take them), row tiles of 6 cut by the end, 600 rows (two tasks of rows), weight rows
+// that fill no panel, padding past K, every scheme and grouping, and one scale per row
+// over K = 65600 (int32 sums flushed in two segments).
+TEST(quant_cpu_paths, prefill_products_against_the_reference) {
+  using cpu = kiln::cpu<>;
+  check_product<q::int8, cpu>(16, 37, 96);
+  check_product<q::int8, cpu>(600, 70, 256, {.group = 32});
+  check_product<q::int8, cpu>(47, 65, 200, {.group = 0});
+  check_product<q::int8, cpu>(17, 3, 65600);
+  check_product<q::int4, cpu>(133, 37, 96, {.group = 32});
+  check_product<q::int4, cpu>(20, 129, 256, {.group = 128});
+  check_product<q::int4, cpu>(31, 64, 448, {.group = 64});
+  check_product<q::ternary, cpu>(133, 130, 130);
+  check_product<q::ternary, cpu>(20, 9, 257, {.per_row = true});
+}
+
 // int4 in groups of 32 with K = 96 packs codes in chunks of 64: the last chunk's second
 // plane is padding, a segment past the row's 3 scales. It sums to 0 and its scale must
 // never be read: with the scales followed in memory by NaN (a slice of a larger buffer),
@@ -662,6 +681,62 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
     check(q::int4{}, isa, name, one_row);
     check(q::ternary{}, isa, name, one_row);
   };
+#if defined(KILN_QUANT_HAS_PANELS)
+  // the column panels: random codes over the whole range packed for 32 and for 5 weight
+  // rows (the rest padding), 6 activation rows, every grouping
+  const auto panels = [&](auto scheme, std::int64_t nc) {
+    using S = decltype(scheme);
+    namespace pn = cq::panel;
+    const std::int64_t chunks = 5, K = chunks * S::chunk;
+    for (std::int64_t gsub : {std::int64_t(0), std::int64_t(1), std::int64_t(2), std::int64_t(4)}) {
+      if (gsub && K % (gsub * 32)) continue;
+      std::vector<std::uint8_t> w(static_cast<std::size_t>(nc * chunks * 32));
+      for (auto& b : w) b = static_cast<std::uint8_t>(uniform_int<int>(g, 1, 0, 255)[0]);
+      if (S::bits == 8)
+        for (auto& b : w) b = b == 0 ? 1 : b;
+      std::vector<std::int8_t> x(static_cast<std::size_t>(pn::MR * K));
+      for (auto& v : x) v = static_cast<std::int8_t>(uniform_int<int>(g, 1, -127, 127)[0]);
+      const std::int64_t G = gsub ? K / (gsub * 32) : 1;
+      std::vector<float> sc(static_cast<std::size_t>(nc * G));
+      for (auto& s : sc) s = float(uniform_int<int>(g, 1, 1, 4)[0]);
+      std::vector<std::uint8_t> pan(static_cast<std::size_t>(K * pn::NP + 64));
+      auto* pa = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(pan.data()) + 63) / 64 * 64);
+      std::vector<float> psc(static_cast<std::size_t>(G * pn::NP));
+      pn::pack<S>(w.data(), chunks * 32, chunks, 0, nc, sc.data(), G, G, gsub > 0, pa, psc.data());
+      const std::int64_t nseg = cq::segments(K, gsub);
+      std::vector<std::int32_t> xo(static_cast<std::size_t>(pn::MR * nseg));
+      const std::int8_t* xp[pn::MR];
+      const std::int32_t* op[pn::MR];
+      for (int r = 0; r < pn::MR; ++r) {
+        xp[r] = x.data() + r * K;
+        op[r] = xo.data() + r * nseg;
+        cq::segment_offsets<S>(xp[r], K, gsub, xo.data() + r * nseg);
+      }
+      float out[pn::MR * pn::NP];
+      if (gsub) pn::tile<true>(pa, psc.data(), xp, op, K, gsub * 32, G, out);
+      else pn::tile<false>(pa, psc.data(), xp, op, K, cq::flush_planes * 32, G, out);
+      for (int r = 0; r < pn::MR; ++r) {
+        for (std::int64_t cc = 0; cc < nc; ++cc) {
+          double want = 0;
+          const std::uint8_t* wr = w.data() + cc * chunks * 32;
+          for (std::int64_t gi = 0; gi < G; ++gi) {
+            long long s = 0;
+            const std::int64_t gk = gsub ? gsub * 32 : K;
+            for (std::int64_t k = gi * gk; k < (gi + 1) * gk; ++k) s += (long long)(cq::code_at<S>(wr, k) - S::offset) * xp[r][k];
+            want += double(s) * (gsub ? double(sc[cc * G + gi]) : 1.0);
+          }
+          ASSERT_EQ(double(out[r * pn::NP + cc]), want) << "panels " << S::name << " nc " << nc << " gsub " << gsub << " [" << r << ", " << cc << "]";
+        }
+        for (std::int64_t cc = nc; cc < pn::NP; ++cc) ASSERT_EQ(out[r * pn::NP + cc], 0.0f) << "panels padding " << S::name << " [" << r << ", " << cc << "]";
+      }
+    }
+  };
+  for (std::int64_t nc : {std::int64_t(32), std::int64_t(5)}) {
+    panels(q::int8{}, nc);
+    panels(q::int4{}, nc);
+    panels(q::ternary{}, nc);
+  }
+#endif
   all(cq::isa_portable{}, "portable");
 #if defined(__AVX2__)
   all(cq::isa_avx2{}, "avx2");

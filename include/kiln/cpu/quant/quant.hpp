@@ -9,10 +9,15 @@
 // on 4 x 4 tiles (1 x 4 for a single row: the decode step) over the whole of K and hand
 // each finished row segment to the epilogue once. A task's weight rows (64 x K bytes at
 // most) and activation rows stay in L2 while the tiles sweep them.
+// With at least panel_rows rows of x (prefill), where the build has AVX-512 VNNI, tasks of
+// (64 weight rows, up to 512 rows of x) unpack their weight rows into two column panels
+// once and run cpu/quant/panel.hpp's 6 x 32 tiles over every row of x: a group's rescale
+// is then one float multiply-add per 16 outputs, not one per output.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "kiln/cpu/quant/dot.hpp"
+#include "kiln/cpu/quant/panel.hpp"
 #include "kiln/cpu/structural.hpp"
 #include "kiln/ops/quant/quantize.hpp"
 #include "kiln/ops/quant/qmatmul.hpp"
@@ -86,13 +92,31 @@ void unpack_row(const std::uint8_t* row, const float* scale, const quant_layout&
 /// are NaN).
 inline float quantize_activations(const float* x, index_t K, index_t Kp, std::int8_t* dst) {
   float amax = 0.0f;
-  for (index_t k = 0; k < K; ++k) amax = std::max(amax, std::abs(x[k]));
+  index_t k0 = 0;
+#if defined(__AVX512F__)
+  // 16 at a time (max|x| is exact in any order; NaN rows are found below either way)
+  {
+    __m512 m = _mm512_setzero_ps();
+    for (; k0 + 16 <= K; k0 += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + k0)));
+    amax = _mm512_reduce_max_ps(m);
+  }
+#endif
+  for (index_t k = k0; k < K; ++k) amax = std::max(amax, std::abs(x[k]));
   bool finite = std::isfinite(amax);
   if (finite) {  // std::max drops NaN: look for one
     for (index_t k = 0; k < K && finite; ++k) finite = !std::isnan(x[k]);
   }
   const float inv = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
-  for (index_t k = 0; k < K; ++k) {
+  index_t k = 0;
+#if defined(__AVX512F__)
+  // the same rounding as std::nearbyint (the current mode: to nearest, ties to even)
+  const __m512 vi = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  for (; k + 16 <= K; k += 16) {
+    const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(x + k), vi), lo), hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
+  }
+#endif
+  for (; k < K; ++k) {
     dst[k] = static_cast<std::int8_t>(std::nearbyint(std::clamp(x[k] * inv, -127.0f, 127.0f)));
   }
   std::fill(dst + K, dst + Kp, std::int8_t(0));
@@ -101,6 +125,20 @@ inline float quantize_activations(const float* x, index_t K, index_t Kp, std::in
 
 /// Rows of activations and of weights per task of the product.
 inline constexpr index_t task_rows = 64;
+
+/// Rows of x from which the product runs on column panels (panel.hpp), where built.
+inline constexpr index_t panel_rows = 16;
+
+/// Whether the product of M rows takes the panels with instruction set Isa.
+template <class Isa>
+constexpr bool use_panels(index_t M) noexcept {
+#if defined(KILN_QUANT_HAS_PANELS)
+  return std::is_same_v<Isa, isa_vnni> && M >= panel_rows;
+#else
+  (void)M;
+  return false;
+#endif
+}
 
 /// out[r][c] for a tile of R activation rows from m0 and up to 4 weight rows from n0 (a
 /// tile past the end repeats its last row; those results are dropped by the caller).
@@ -207,6 +245,7 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
   static std::string variant(const S& s) {
     const index_t K = s.op.layout.K;
     const index_t M = K > 0 ? s.input_shape.numel() / K : 0;
+    if (cpu_quant::use_panels<cpu_quant::isa_best>(M)) return "cpu.quant.gemm vnni512 panels";
     return std::string(M == 1 ? "cpu.quant.matvec " : "cpu.quant.gemm ") + cpu_quant::isa_best::name;
   }
 
@@ -259,6 +298,64 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
         }
       });
     }
+
+#if defined(KILN_QUANT_HAS_PANELS)
+    if (use_panels<Isa>(M)) {
+      // 2'. column panels: a task per (64 weight rows, up to 512 rows of x)
+      namespace pn = panel;
+      constexpr index_t cols = 2 * pn::NP, chunk_rows = 512;
+      const bool grouped = gsub > 0;
+      const index_t seg_k = (grouped ? gsub : flush_planes) * 32;
+      const index_t nt2 = (N + cols - 1) / cols, mt2 = (M + chunk_rows - 1) / chunk_rows;
+      const double work = double(M) * double(N) * double(K) * 0.03;
+      const int threads = structural_threads(state, work, 1.0, mt2 * nt2);
+      const index_t pbytes = Kp * pn::NP, sfloats = grouped ? l.groups * pn::NP : 0;
+      for_tasks(mt2 * nt2, threads, [&](index_t t) {
+        const index_t n0 = (t / mt2) * cols, n1 = std::min(N, n0 + cols), nn = n1 - n0;
+        const index_t m0 = (t % mt2) * chunk_rows, m1 = std::min(M, m0 + chunk_rows);
+        const index_t np = (nn + pn::NP - 1) / pn::NP;
+        std::byte* mem = cpu_scheduler::scratch(std::size_t(2 * pbytes) +
+                                                sizeof(float) * std::size_t(2 * sfloats + pn::MR * pn::NP + cols) +
+                                                sizeof(R_t) * std::size_t(chunk_rows * cols) + 256);
+        std::uint8_t* pan = reinterpret_cast<std::uint8_t*>(mem);  // 64-byte aligned, as are the sizes before each part
+        float* psc = reinterpret_cast<float*>(pan + 2 * pbytes);
+        float* out = psc + 2 * sfloats;
+        float* rs = out + pn::MR * pn::NP;  // per column: its row scale (1 when grouped)
+        R_t* res = reinterpret_cast<R_t*>(rs + cols);
+        for (index_t p = 0; p < np; ++p) {
+          pn::pack<Scheme>(wbytes, row_bytes, l.chunks, n0 + p * pn::NP, std::min<index_t>(pn::NP, nn - p * pn::NP),
+                           scales.data(), sstride, l.groups, grouped, pan + p * pbytes, psc + p * sfloats);
+        }
+        for (index_t n = n0; n < n1; ++n) rs[n - n0] = grouped ? 1.0f : scales.data()[n * sstride];
+        for (index_t m = m0; m < m1; m += pn::MR) {
+          const std::int8_t* xr[pn::MR];
+          const std::int32_t* xo[pn::MR];
+          for (int r = 0; r < pn::MR; ++r) {  // a tile past the last row repeats it (its results are dropped)
+            const index_t mr = std::min(m + r, m1 - 1);
+            xr[r] = xq.get() + mr * Kp;
+            xo[r] = xoff.get() + mr * nseg;
+          }
+          const index_t rows = std::min<index_t>(pn::MR, m1 - m);
+          for (index_t p = 0; p < np; ++p) {
+            if (grouped) pn::tile<true>(pan + p * pbytes, psc + p * sfloats, xr, xo, Kp, seg_k, l.groups, out);
+            else pn::tile<false>(pan + p * pbytes, psc, xr, xo, Kp, seg_k, l.groups, out);
+            const index_t c0 = p * pn::NP, c1 = std::min(nn, c0 + pn::NP);
+            for (index_t r = 0; r < rows; ++r) {
+              R_t* dst = res + (m - m0 + r) * nn;
+              const float sr = sx[m + r];
+              for (index_t c = c0; c < c1; ++c) dst[c] = static_cast<R_t>(out[r * pn::NP + (c - c0)] * rs[c] * sr);
+            }
+          }
+        }
+        for (index_t m = m0; m < m1; ++m) {
+          const R_t* v = res + (m - m0) * nn;
+          if (direct) std::copy(v, v + nn, direct + m * N + n0);
+          else io.store(m * N + n0, m * N + n1, v);
+        }
+      });
+      return;
+    }
+#endif
 
     // 2. tiles of the product, a task per (64 rows of x, 64 rows of the weight)
     const index_t mt = (M + task_rows - 1) / task_rows, nt = (N + task_rows - 1) / task_rows;

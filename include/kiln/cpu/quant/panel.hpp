@@ -1,0 +1,132 @@
+// kiln/cpu/quant/panel.hpp — the prefill kernel of the CPU quantized matmul (many rows
+// of activations): weight rows unpacked into column panels, output columns along the
+// vector lanes, so that a group's rescale is one float multiply-add per 16 outputs.
+//
+// The 4 x 4 tiles of cpu/quant/dot.hpp hold one output per vector (lanes along k, summed
+// at the end): with groups of 32 weights, each output pays a conversion and a float
+// multiply-add per vpdpbusd, three instructions where int8 per row takes one. Here a
+// panel holds 32 weight rows (output columns) with, per step of four k, their four
+// unsigned codes side by side (128 bytes: two vectors of 16 int32 lanes); the activation
+// row's four bytes are broadcast, so one vpdpbusd adds four products to each of 16
+// outputs, and a group of 32 k takes 8 of them per vector before its int32 sums are
+// converted and multiplied by the 16 columns' scales (one load) into float accumulators:
+// 2 instructions per 8, for every scheme (int8 per row or per group, int4, ternary), the
+// codes unpacked once per panel (shift and mask, cpu/quant/dot.hpp) and not per row.
+// A tile: MR = 6 activation rows x 32 columns (12 int32 and 12 float accumulators).
+// The offset of the stored codes is taken back as dot.hpp does: each segment's int32
+// sums start at -offset * sum(x) over it.
+// Built where the compiler targets AVX-512 VNNI (512-bit vpdpbusd); elsewhere the
+// products keep the tiles of dot.hpp.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "kiln/core/shape.hpp"
+#include "kiln/cpu/quant/dot.hpp"
+
+#if defined(KILN_QUANT_HAS_VNNI) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define KILN_QUANT_HAS_PANELS 1
+
+namespace kiln::detail::cpu_quant::panel {
+
+/// Activation rows per tile and output columns per panel.
+inline constexpr int MR = 6;
+inline constexpr int NP = 32;
+
+/// Packs weight rows [n0, n0 + nc) (nc <= NP) of a codes tensor (row_bytes apart, chunks
+/// 32-byte chunks each) into the panel at dst (Kp = chunks * Scheme::chunk steps of k,
+/// Kp * NP bytes): byte 4 c + k % 4 of step k / 4 is column c's stored code of weight k.
+/// Columns past nc get the code worth 0. grouped: the columns' scales too, per group the
+/// 32 of them (0 past nc) at sdst (groups * NP floats).
+template <class Scheme>
+void pack(const std::uint8_t* codes, index_t row_bytes, index_t chunks, index_t n0, index_t nc, const float* scales,
+          index_t sstride, index_t groups, bool grouped, std::uint8_t* dst, float* sdst) noexcept {
+  constexpr int P = planes<Scheme>;
+  const index_t steps = chunks * Scheme::chunk / 4;
+  const std::uint32_t pad = std::uint32_t(Scheme::offset) * 0x01010101u;
+  for (index_t c = nc; c < NP; ++c) {
+    for (index_t s = 0; s < steps; ++s) std::memcpy(dst + s * 4 * NP + 4 * c, &pad, 4);
+  }
+  // chunk by chunk across the columns: a chunk's steps (2-4 KiB of the panel) stay in L1
+  // while the columns' codes are scattered into them (column by column, every store
+  // missed L1: 7% of an int4 product at M = 512)
+  for (index_t ch = 0; ch < chunks; ++ch) {
+    for (index_t c = 0; c < nc; ++c) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (n0 + c) * row_bytes + ch * 32));
+      std::uint8_t* col = dst + 4 * c;
+      [&]<int... Pi>(std::integer_sequence<int, Pi...>) {
+        (
+            [&] {
+              // plane Pi: weights ch * chunk + 32 Pi + (0 .. 32), eight steps of four
+              alignas(32) std::uint8_t u[32];
+              _mm256_store_si256(reinterpret_cast<__m256i*>(u), simd256::unpack<Scheme, Pi>(v));
+              std::uint8_t* d = col + (ch * Scheme::chunk + 32 * Pi) * NP;
+#pragma GCC unroll 8
+              for (int s = 0; s < 8; ++s) std::memcpy(d + s * 4 * NP, u + 4 * s, 4);
+            }(),
+            ...);
+      }(std::make_integer_sequence<int, P>{});
+    }
+  }
+  if (grouped) {
+    for (index_t g = 0; g < groups; ++g) {
+      for (index_t c = 0; c < NP; ++c) sdst[g * NP + c] = c < nc ? scales[(n0 + c) * sstride + g] : 0.0f;
+    }
+  }
+}
+
+/// out[r * NP + c] = sum over segments g of s(g, c) * sum_{k in g} (code[c][k] - offset) * x[r][k]
+/// for the MR rows x[r] (int8, Kp long, zero past K) and the panel's 32 columns; seg_k:
+/// weights per segment (a group, or flush_planes * 32 for one scale per row, then s = 1);
+/// groups: the segments with a scale (those past them hold padding only, worth 0);
+/// psc: the panel's scales (grouped); xoff[r]: offset * sum(x[r]) per segment.
+template <bool Grouped>
+void tile(const std::uint8_t* panel, const float* psc, const std::int8_t* const* x, const std::int32_t* const* xoff,
+          index_t Kp, index_t seg_k, index_t groups, float* out) noexcept {
+  __m512 fa[MR][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) fa[r][0] = fa[r][1] = _mm512_setzero_ps();
+  for (index_t g = 0, k0 = 0; k0 < Kp && !(Grouped && g >= groups); ++g, k0 += seg_k) {
+    const index_t k1 = k0 + seg_k < Kp ? k0 + seg_k : Kp;
+    __m512i acc[MR][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_set1_epi32(-xoff[r][g]);
+    const std::uint8_t* w = panel + k0 * NP;
+    for (index_t k = k0; k < k1; k += 4, w += 4 * NP) {
+      const __m512i w0 = _mm512_load_si512(w), w1 = _mm512_load_si512(w + 64);
+#pragma GCC unroll 6
+      for (int r = 0; r < MR; ++r) {
+        std::int32_t xv;
+        std::memcpy(&xv, x[r] + k, 4);
+        const __m512i xb = _mm512_set1_epi32(xv);
+        acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], w0, xb);
+        acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], w1, xb);
+      }
+    }
+    if constexpr (Grouped) {
+      const __m512 s0 = _mm512_loadu_ps(psc + g * NP), s1 = _mm512_loadu_ps(psc + g * NP + 16);
+#pragma GCC unroll 6
+      for (int r = 0; r < MR; ++r) {
+        fa[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][0]), s0, fa[r][0]);
+        fa[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][1]), s1, fa[r][1]);
+      }
+    } else {
+#pragma GCC unroll 6
+      for (int r = 0; r < MR; ++r) {
+        fa[r][0] = _mm512_add_ps(_mm512_cvtepi32_ps(acc[r][0]), fa[r][0]);
+        fa[r][1] = _mm512_add_ps(_mm512_cvtepi32_ps(acc[r][1]), fa[r][1]);
+      }
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) {
+    _mm512_storeu_ps(out + r * NP, fa[r][0]);
+    _mm512_storeu_ps(out + r * NP + 16, fa[r][1]);
+  }
+}
+
+}  // namespace kiln::detail::cpu_quant::panel
+
+#endif
