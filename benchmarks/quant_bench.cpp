@@ -5,6 +5,8 @@
 //   BM_matvec/<format>/<T>T   y = kiln::linear(x, w), x [1, 4096]: the decode step
 //                             (counter GB: weight bytes per second, codes and scales).
 //   BM_gemm/<format>/<T>T     x [512, 4096]: a prefill chunk (counter GFLOPs, 2 M N K).
+//   BM_gemm/<format>/<m>/<T>T x [m, 4096] for m = 16 and 128: shorter prefill chunks (the
+//                             first rows of the same x).
 //   BM_bitlinear/<m>/<T>T     kiln::bitlinear(x, q_ternary) + bias, m = 1 or 512.
 // Formats: f32, int8 (per row), int8g (group 128), int4 (group 32), ternary. Each variant
 // is checked once before it is timed, against the f32 product with the weight it holds
@@ -12,8 +14,10 @@
 #include <kiln/kiln.hpp>
 
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench_support.hpp"
@@ -79,9 +83,9 @@ world& the_world() {
 /// The output of a thread count: its context decides how many threads a statement uses.
 ftensor& output(int threads, index m) {
   static std::unique_ptr<kiln::context<cpu>> ctx[3];
-  static ftensor out[3][2];
+  static std::map<index, ftensor> out[3];
   if (!ctx[threads]) ctx[threads] = std::make_unique<kiln::context<cpu>>(kiln::threads{threads});
-  ftensor& y = out[threads][m == 1 ? 0 : 1];
+  ftensor& y = out[threads][m];
   if (!y.defined()) y = kiln::zeros<float>(*ctx[threads], {m, D});
   return y;
 }
@@ -138,10 +142,12 @@ void run_product(benchmark::State& state, const V& ws, const ftensor& x, ftensor
 
 void BM_product(benchmark::State& state, fmt f, index m, int threads) {
   world& w = the_world();
-  const ftensor& x = m == 1 ? w.x1 : w.xg;
+  static std::map<index, ftensor> rows;  // x's first m rows
+  if (m > 1 && m < GM && !rows.count(m)) rows[m] = kiln::slice(w.xg, 0, 0, m).clone();
+  const ftensor& x = m == 1 ? w.x1 : m == GM ? w.xg : rows[m];
   ftensor& y = output(threads, m);
-  static kiln_bench::verdict v[5][2][3];
-  auto& vd = v[int(f)][m == 1 ? 0 : 1][threads];
+  static std::map<std::tuple<int, index, int>, kiln_bench::verdict> v;
+  auto& vd = v[{int(f), m, threads}];
   const std::string what = std::string(name(f)) + " m=" + std::to_string(m);
   switch (f) {
     case fmt::f32: run_product(state, w.wf, x, y, vd, what); break;
@@ -164,6 +170,10 @@ void register_all() {
       const std::string tt = "/" + std::to_string(t) + "T";
       kiln_bench::configure(benchmark::RegisterBenchmark(("BM_matvec/" + std::string(name(f)) + tt).c_str(), BM_product, f, 1, t));
       kiln_bench::configure(benchmark::RegisterBenchmark(("BM_gemm/" + std::string(name(f)) + tt).c_str(), BM_product, f, GM, t));
+      for (index m : {index(16), index(128)}) {
+        kiln_bench::configure(benchmark::RegisterBenchmark(
+            ("BM_gemm/" + std::string(name(f)) + "/" + std::to_string(m) + tt).c_str(), BM_product, f, m, t));
+      }
     }
     for (index m : {index(1), GM}) {
       kiln_bench::configure(benchmark::RegisterBenchmark(

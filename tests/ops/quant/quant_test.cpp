@@ -432,9 +432,10 @@ TYPED_TEST(quant_test, products_against_the_reference) {
 
 // The prefill products (many rows of x: column panels of 32 weight rows where the build
 // has AVX-512 VNNI, cpu/quant/panel.hpp) against the reference: 16 rows (the first that
-// take them), row tiles of 6 cut by the end, 600 rows (two tasks of rows), weight rows
-// that fill no panel, padding past K, every scheme and grouping, and one scale per row
-// over K = 65600 (int32 sums flushed in two segments).
+// take them; ternary from 24, so 20 rows keep the 4 x 4 tiles), row tiles of 6 cut by the
+// end, 600 rows (two tasks of rows), weight rows that fill no panel, padding past K, every
+// scheme and grouping, and one scale per row over K = 65600 (int32 sums flushed in two
+// segments).
 TEST(quant_cpu_paths, prefill_products_against_the_reference) {
   using cpu = kiln::cpu<>;
   check_product<q::int8, cpu>(16, 37, 96);
@@ -446,6 +447,7 @@ TEST(quant_cpu_paths, prefill_products_against_the_reference) {
   check_product<q::int4, cpu>(31, 64, 448, {.group = 64});
   check_product<q::ternary, cpu>(133, 130, 130);
   check_product<q::ternary, cpu>(20, 9, 257, {.per_row = true});
+  check_product<q::ternary, cpu>(24, 9, 257, {.per_row = true});
 }
 
 // int4 in groups of 32 with K = 96 packs codes in chunks of 64: the last chunk's second

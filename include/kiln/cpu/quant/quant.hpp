@@ -9,10 +9,10 @@
 // on 4 x 4 tiles (1 x 4 for a single row: the decode step) over the whole of K and hand
 // each finished row segment to the epilogue once. A task's weight rows (64 x K bytes at
 // most) and activation rows stay in L2 while the tiles sweep them.
-// With at least panel_rows rows of x (prefill), where the build has AVX-512 VNNI, tasks of
-// (64 weight rows, up to 512 rows of x) unpack their weight rows into two column panels
-// once and run cpu/quant/panel.hpp's 6 x 32 tiles over every row of x: a group's rescale
-// is then one float multiply-add per 16 outputs, not one per output.
+// With at least panel_rows rows of x (prefill: 16, ternary 24), where the build has
+// AVX-512 VNNI, tasks of (64 weight rows, up to 512 rows of x) unpack their weight rows
+// into two column panels once and run cpu/quant/panel.hpp's 6 x 32 tiles over every row
+// of x: a group's rescale is then one float multiply-add per 16 outputs, not one per output.
 #pragma once
 
 #include <algorithm>
@@ -126,14 +126,19 @@ inline float quantize_activations(const float* x, index_t K, index_t Kp, std::in
 /// Rows of activations and of weights per task of the product.
 inline constexpr index_t task_rows = 64;
 
-/// Rows of x from which the product runs on column panels (panel.hpp), where built.
-inline constexpr index_t panel_rows = 16;
+/// Rows of x from which the product runs on column panels (panel.hpp), where built: where
+/// unpacking a task's weight rows costs less than the panels save. x [M, 4096] @ w^T,
+/// w [4096, 4096], one thread, against the 4 x 4 tiles: at M = 16 int8 0.96x, int8 g128
+/// 0.82x, int4 g32 0.31x the time, ternary 1.13x (four codes a byte to unpack; 0.63x at
+/// M = 128, so about even at 24).
+template <class Scheme>
+inline constexpr index_t panel_rows = Scheme::bits == 2 ? 24 : 16;
 
 /// Whether the product of M rows takes the panels with instruction set Isa.
-template <class Isa>
+template <class Scheme, class Isa>
 constexpr bool use_panels(index_t M) noexcept {
 #if defined(KILN_QUANT_HAS_PANELS)
-  return std::is_same_v<Isa, isa_vnni> && M >= panel_rows;
+  return std::is_same_v<Isa, isa_vnni> && M >= panel_rows<Scheme>;
 #else
   (void)M;
   return false;
@@ -245,7 +250,7 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
   static std::string variant(const S& s) {
     const index_t K = s.op.layout.K;
     const index_t M = K > 0 ? s.input_shape.numel() / K : 0;
-    if (cpu_quant::use_panels<cpu_quant::isa_best>(M)) return "cpu.quant.gemm vnni512 panels";
+    if (cpu_quant::use_panels<Scheme, cpu_quant::isa_best>(M)) return "cpu.quant.gemm vnni512 panels";
     return std::string(M == 1 ? "cpu.quant.matvec " : "cpu.quant.gemm ") + cpu_quant::isa_best::name;
   }
 
@@ -300,7 +305,7 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
     }
 
 #if defined(KILN_QUANT_HAS_PANELS)
-    if (use_panels<Isa>(M)) {
+    if (use_panels<Scheme, Isa>(M)) {
       // 2'. column panels: a task per (64 weight rows, up to 512 rows of x)
       namespace pn = panel;
       constexpr index_t cols = 2 * pn::NP, chunk_rows = 512;
