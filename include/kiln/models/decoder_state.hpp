@@ -4,6 +4,7 @@
 // decoder_state<itself, B>, names itself in `name` (for messages) and fills the caches.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kiln/kiln.hpp"
+#include "kiln/models/batch_entry.hpp"
 #include "kiln/models/weights.hpp"  // argmax_row
 
 namespace kiln::models {
@@ -18,6 +20,8 @@ namespace kiln::models {
 template <class Derived, class B>
 class decoder_state {
  public:
+  using backend = B;
+
   /// Greedy generation: feeds prompt (one prefill step), then `steps` - 1 chosen tokens
   /// one at a time; returns the `steps` chosen ids. on_logits(i, logits [1, vocab]) sees
   /// the logits that chose token i. Throws kiln::shape_error before running anything when
@@ -88,6 +92,61 @@ class decoder_state {
                           std::to_string(vocab) + ")");
       }
     }
+  }
+
+  /// What forward(cache, batch) checks before it changes anything, then grows each
+  /// sequence by its tokens: a batch of at least one entry, each with at least one token
+  /// and a live sequence of its own (kiln::index_error for a dead or repeated one), room
+  /// in the context (kiln::shape_error), ids in [0, vocab) (kiln::index_error), a cache
+  /// of the decoder's layers, kv heads and head dim (kiln::shape_error) and the blocks
+  /// for every new token free in the pool (kiln::out_of_memory).
+  void grow_batch(paged_kv_cache<float, B>& cache, std::span<const batch_entry> batch, index_t vocab, index_t layers,
+                  index_t kv_heads, index_t head_dim) const {
+    const std::string op = std::string(Derived::name) + "::forward (batched): ";
+    if (batch.empty()) throw shape_error(op + "an empty batch");
+    const shape& ks = cache.k(0).shape();
+    if (cache.layers() != layers || ks[1] != kv_heads || ks[3] != head_dim) {
+      throw shape_error(op + "the paged cache has " + std::to_string(cache.layers()) + " layers of pools " +
+                        ks.to_string() + "; the decoder needs " + std::to_string(layers) + " layers of [blocks, " +
+                        std::to_string(kv_heads) + ", block size, " + std::to_string(head_dim) + "]");
+    }
+    std::vector<typename paged_kv_cache<float, B>::sequence> seen;
+    index_t need = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const batch_entry& e = batch[i];
+      const std::string at = op + "entry " + std::to_string(i) + " (sequence " + std::to_string(e.sequence) + "): ";
+      index_t len = 0;
+      try {
+        len = cache.length(e.sequence);
+      } catch (const index_error& x) {
+        throw index_error(at + x.what());
+      }
+      if (std::find(seen.begin(), seen.end(), e.sequence) != seen.end()) {
+        throw index_error(at + "the sequence appears twice in the batch");
+      }
+      seen.push_back(e.sequence);
+      const index_t n = static_cast<index_t>(e.ids.size());
+      if (n == 0) throw shape_error(at + "no tokens");
+      if (n > capacity_ - len) {
+        throw shape_error(at + std::to_string(n) + " tokens after " + std::to_string(len) +
+                          " overflow the context of " + std::to_string(capacity_) + " positions (load_options::max_len)");
+      }
+      for (std::size_t j = 0; j < e.ids.size(); ++j) {
+        if (e.ids[j] < 0 || e.ids[j] >= vocab) {
+          throw index_error(at + "token id " + std::to_string(e.ids[j]) + " at ids[" + std::to_string(j) +
+                            "] is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+        }
+      }
+      need += cache.blocks_needed(e.sequence, n);
+    }
+    if (need > cache.free_blocks()) {
+      throw out_of_memory(op + "the step needs " + std::to_string(need) + " blocks of the paged cache, " +
+                              std::to_string(cache.free_blocks()) + " of " + std::to_string(cache.num_blocks()) +
+                              " are free",
+                          static_cast<std::size_t>(need) * cache.bytes_per_block(),
+                          static_cast<std::size_t>(cache.free_blocks()) * cache.bytes_per_block());
+    }
+    for (const batch_entry& e : batch) cache.append(e.sequence, static_cast<index_t>(e.ids.size()));
   }
 
   std::vector<kv_cache<float, B>> caches_;  // one a layer
