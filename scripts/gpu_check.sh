@@ -7,7 +7,10 @@
 #   2. runs the whole Vulkan test suite on the GPU, validation layer on (kiln's test
 #      fixture turns it on), in one process per shard over the cores;
 #   3. runs vulkan_gpu_bench (GEMM, attention, quantized matvec, the 1B-shape decoder, the
-#      copy bandwidth; medians of 3 repetitions);
+#      copy bandwidth; medians of 3 repetitions) with the GPU's clocks logged
+#      (nvidia-smi, where present), then the decode step under kiln's profiler and the
+#      cooperative-matrix GEMM's tiles (KILN_VULKAN_COOPMAT_TILE; KILN_GPU_COOPMAT_TILES
+#      lists them);
 #   4. writes OUT_DIR/gpu-<device>.json and OUT_DIR/gpu-<device>.md (default docs/bench),
 #      each figure beside the device's peak (scripts/gpu_report.py), plus the raw logs
 #      under OUT_DIR/gpu-check-<device>/.
@@ -62,7 +65,15 @@ grep -E '^\[  (FAILED|PASSED)|tests ran|^\[  SKIPPED \] [0-9]' "$logs/tests.log"
 stamp "Vulkan tests done (status $test_rc)"
 
 # 3. the benchmarks (most telling first; a run cut off by its timeout keeps the figures
-# so far: the report reads the unfinished JSON and names what did not run)
+# so far: the report reads the unfinished JSON and names what did not run), with the
+# GPU's clocks, power and throttle reasons logged every 500 ms (compute-bound figures
+# move with the SM clock)
+clock_pid=
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv,noheader,nounits -lms 500 >"$logs/clocks.csv" 2>/dev/null &
+  clock_pid=$!
+fi
 stamp "benchmarks"
 timeout "${KILN_GPU_BENCH_TIMEOUT:-270}" "$bench_bin" --benchmark_out="$work/bench-main.json" \
   --benchmark_out_format=json ${KILN_GPU_BENCH_ARGS:-} >"$logs/bench.log" 2>&1
@@ -70,12 +81,31 @@ bench_rc=$?
 grep -E '_median|ERROR' "$logs/bench.log" | cut -c1-200
 stamp "benchmarks done (status $bench_rc)"
 
+# 3b. where a decode step's time goes: kiln's profiler (GPU timestamps) over four steps
+stamp "decode profile"
+KILN_PROFILE=1 timeout "${KILN_GPU_PROFILE_TIMEOUT:-90}" "$bench_bin" --benchmark_filter='^gpu/llama/(f16|int8)/decode$' \
+  --benchmark_repetitions=1 >"$logs/decode-profile.log" 2>&1
+grep -E -A12 '^decode, ' "$logs/decode-profile.log" | cut -c1-160
+
+# 3c. the cooperative-matrix GEMM's tiles on f16 4096^3 (KILN_VULKAN_COOPMAT_TILE), where
+# the device has cooperative matrices: the report lists them beside the default's
+sweep=()
+if grep -q '"kiln_cooperative_matrix": "used"' "$work/bench-main.json" 2>/dev/null; then
+  stamp "cooperative-matrix tiles"
+  for tile in ${KILN_GPU_COOPMAT_TILES:-128x128x32/2x2 128x256x32/2x4 256x128x32/4x2 128x128x32/4x2 128x128x64/2x2 64x128x32/2x2}; do
+    f="$work/sweep-${tile//\//_}.json"
+    KILN_VULKAN_COOPMAT_TILE="$tile" timeout 60 "$bench_bin" --benchmark_filter='^gpu/gemm/f16/4096$' \
+      --benchmark_out="$f" --benchmark_out_format=json >>"$logs/sweep.log" 2>&1 && sweep+=("$f")
+  done
+fi
+[[ -n "$clock_pid" ]] && kill "$clock_pid" 2>/dev/null
+
 # 4. the report, named after the device kiln opened (the benchmark's context names it)
 device_name="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["context"]["kiln_device"])' \
   "$work/bench-main.json" 2>/dev/null || echo unknown)"
 slug="$(echo "$device_name" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+|-+$//g')"
 python3 scripts/gpu_report.py --bench "$work"/bench-*.json --tests "$work"/tests-*.json --out "$out" --slug "$slug" \
-  ${KILN_GPU_COMMIT:+--commit "$KILN_GPU_COMMIT"}
+  --clocks "$logs/clocks.csv" ${sweep[@]:+--sweep "${sweep[@]}"} ${KILN_GPU_COMMIT:+--commit "$KILN_GPU_COMMIT"}
 report_rc=$?
 cp "$work"/bench-*.json "$logs/" 2>/dev/null
 python3 -c 'import json,sys; print(json.dumps([json.load(open(p)) for p in sys.argv[1:]]))' "$work"/tests-*.json \

@@ -172,6 +172,61 @@ def write_readme(readme, paths):
     return 0
 
 
+def read_clocks(path):
+    """nvidia-smi's CSV (timestamp, SM MHz, memory MHz, W, C, throttle bitmask): ranges."""
+    if not path:
+        return None
+    try:
+        rows = [[c.strip() for c in line.split(",")] for line in Path(path).read_text().splitlines() if line.count(",") >= 5]
+    except OSError:
+        return None
+    def nums(i):
+        out = []
+        for r in rows:
+            try:
+                out.append(float(r[i]))
+            except ValueError:
+                pass
+        return sorted(out)
+    sm, mem, power, temp = nums(1), nums(2), nums(3), nums(4)
+    if not sm:
+        return None
+    names = {0x1: "idle", 0x2: "application clocks", 0x4: "power cap", 0x8: "hardware slowdown", 0x20: "sw thermal",
+             0x40: "hw thermal", 0x80: "power brake", 0x100: "display clocks"}
+    seen = set()
+    for r in rows:
+        try:
+            mask = int(r[5], 16)
+        except ValueError:
+            continue
+        seen |= {n for bit, n in names.items() if mask & bit}
+    med = lambda v: v[len(v) // 2] if v else None
+    return {"samples": len(sm), "sm_min": int(sm[0]), "sm_max": int(sm[-1]), "sm_median": int(med(sm)),
+            "mem_median": int(med(mem)) if mem else None, "power_max": max(power) if power else None,
+            "temp_max": int(max(temp)) if temp else None, "throttle": sorted(seen)}
+
+
+def read_sweep(paths, peak):
+    """f16 4096^3 under each KILN_VULKAN_COOPMAT_TILE (the tile from the file name sweep-BMxBNxBK_SGMxSGN.json)."""
+    out = []
+    for path in paths:
+        tile = Path(path).stem.removeprefix("sweep-").replace("_", "/")
+        try:
+            _, rows = load_bench(path)
+        except (OSError, ValueError) as e:
+            out.append({"tile": tile, "error": str(e)})
+            continue
+        r = rows.get("gpu/gemm/f16/4096")
+        if not r or "error" in r:
+            out.append({"tile": tile, "error": (r or {}).get("error", "no figure")})
+            continue
+        t = dict(r, tile=tile)
+        if peak and r.get("TFLOP/s"):
+            t["share"] = r["TFLOP/s"] / peak["f16"]
+        out.append(t)
+    return out
+
+
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "--readme":
         return write_readme(sys.argv[2], sys.argv[3:] or [str(p) for p in Path("docs/bench").glob("gpu-*.json")])
@@ -181,6 +236,8 @@ def main():
     ap.add_argument("--out", default="docs/bench")
     ap.add_argument("--slug", default=None)
     ap.add_argument("--commit", default=None, help="the commit the binaries were built from (default: git HEAD)")
+    ap.add_argument("--clocks", default=None, help="nvidia-smi's CSV log of the benchmarks (clocks, power, throttling)")
+    ap.add_argument("--sweep", nargs="*", default=[], help="benchmark JSONs of f16 4096^3 under KILN_VULKAN_COOPMAT_TILE")
     a = ap.parse_args()
 
     ctx, rows = {}, {}
@@ -251,6 +308,8 @@ def main():
     accept("ternary matvec 4096, share of copy GB/s", fig("gpu/matvec/ternary/4096").get("share"), 0.70)
 
     report = {
+        "clocks": read_clocks(a.clocks),
+        "coopmat_tiles": read_sweep(a.sweep, peak),
         "device": device,
         "driver": ctx.get("kiln_driver"),
         "vulkan_api": ctx.get("kiln_api"),
@@ -284,6 +343,11 @@ def main():
     if peak:
         lines += [f"Peaks: {peak['source']}. Memory shares are against this run's copy "
                   f"({num(copy)} GB/s, bytes read + written).", ""]
+    ck = report["clocks"]
+    if ck:
+        lines += [f"GPU clocks during the benchmarks (nvidia-smi, {ck['samples']} samples): SM {ck['sm_min']}-{ck['sm_max']} MHz "
+                  f"(median {ck['sm_median']}), memory {ck['mem_median']} MHz, power up to {ck['power_max']} W, "
+                  f"{ck['temp_max']} C; throttle reasons seen: {', '.join(ck['throttle']) or 'none'}.", ""]
     lines += ["## Vulkan test suite (validation layer on)", "",
               f"{tests['tests']} tests, {tests['failed']} failed, {tests['skipped']} skipped.", ""]
     for f in tests["failures"][:40]:
@@ -304,6 +368,13 @@ def main():
         lines.append(f"| {f['name']} | {num(f.get('ms'))} | {num(f.get('TFLOP/s'))} | {num(f.get('GB/s'))} | "
                      f"{num(f.get('tok/s'))} | {'—' if s is None else f'{100 * s:.1f}%'} | {f.get('peak_of', '')} | "
                      f"{f.get('label', '')} |")
+    if report["coopmat_tiles"]:
+        lines += ["", "## Cooperative-matrix GEMM tiles (f16 4096^3, KILN_VULKAN_COOPMAT_TILE)", "",
+                  "| tile | ms each | TFLOP/s | share of dense f16 peak | kernel |", "|---|---|---|---|---|"]
+        for t in report["coopmat_tiles"]:
+            sh = t.get("share")
+            lines.append(f"| {t['tile']} | {num(t.get('ms'))} | {num(t.get('TFLOP/s'))} | "
+                         f"{'—' if sh is None else f'{100 * sh:.1f}%'} | {t.get('label', t.get('error', ''))} |")
     (out / f"gpu-{slug}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     missing = [f["name"] for f in figures if "error" in f]

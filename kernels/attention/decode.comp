@@ -106,7 +106,28 @@ void main() {
     l *= alpha;
     [[unroll]] for (uint t = 0u; t < KILN_DVL; ++t) acc[t] *= alpha;
     uint n = min(WG, ke - k0);
-    for (uint jj = 0u; jj < n; ++jj) {
+    uint jj = 0u;
+    // four keys an iteration: their v reads issued together (a GPU would otherwise wait
+    // out a read's latency per key), then added in key order as one key an iteration
+    for (; jj + 4u <= n; jj += 4u) {
+      float vv[4 * KILN_DVL];
+      [[unroll]] for (uint u = 0u; u < 4u; ++u) {
+        int e = vbase + int(k0 + jj + u) * p.vs2;
+        [[unroll]] for (uint t = 0u; t < KILN_DVL; ++t) {
+          uint d = lid + t * WG;
+          vv[u * KILN_DVL + t] = d < KILN_DV ? kiln_v(e + int(d) * p.vs3) : 0.0;
+        }
+      }
+      [[unroll]] for (uint u = 0u; u < 4u; ++u) {
+        float pj = kiln_p[jj + u];
+        l += pj;
+        [[unroll]] for (uint t = 0u; t < KILN_DVL; ++t) {
+          uint d = lid + t * WG;
+          if (d < KILN_DV) acc[t] += pj * vv[u * KILN_DVL + t];
+        }
+      }
+    }
+    for (; jj < n; ++jj) {
       float pj = kiln_p[jj];
       l += pj;
       int e = vbase + int(k0 + jj) * p.vs2;

@@ -44,16 +44,31 @@ void main() {
   float acc[MR * NR];
   for (uint j = 0u; j < MR * NR; ++j) acc[j] = 0.0;
 #if KILN_A4 && KILN_B4K
-  for (uint k = lid * 4u; k < p.K; k += WG * 4u) {
-    vec4 bv[NR];
+  // two steps of k an iteration, both steps' loads issued before either's products (a
+  // GPU keeps twice the reads in flight); the sums are added in the same order as one
+  // step an iteration
+  for (uint k = lid * 4u; k < p.K; k += WG * 8u) {
+    uint k2 = k + WG * 4u;
+    bool two = k2 < p.K;
+    vec4 bv[NR], bv2[NR];
     for (uint r = 0u; r < NR; ++r) {
       uint n = n0 + r;
       bv[r] = n < p.N ? kiln_b_vec4(uint(int(belem) + int(n) * p.bsn + int(k))) : vec4(0.0);
+      bv2[r] = n < p.N && two ? kiln_b_vec4(uint(int(belem) + int(n) * p.bsn + int(k2))) : vec4(0.0);
     }
+    vec4 av[MR], av2[MR];
     for (uint i = 0u; i < MR; ++i) {
       uint m = m0 + i;
-      vec4 av = m < p.M ? kiln_a_vec4(apos + m * p.K + k) : vec4(0.0);
-      for (uint r = 0u; r < NR; ++r) acc[i * NR + r] += dot(av, bv[r]);
+      av[i] = m < p.M ? kiln_a_vec4(apos + m * p.K + k) : vec4(0.0);
+      av2[i] = m < p.M && two ? kiln_a_vec4(apos + m * p.K + k2) : vec4(0.0);
+    }
+    for (uint i = 0u; i < MR; ++i) {
+      for (uint r = 0u; r < NR; ++r) acc[i * NR + r] += dot(av[i], bv[r]);
+    }
+    if (two) {
+      for (uint i = 0u; i < MR; ++i) {
+        for (uint r = 0u; r < NR; ++r) acc[i * NR + r] += dot(av2[i], bv2[r]);
+      }
     }
   }
 #else
