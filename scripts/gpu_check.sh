@@ -9,8 +9,8 @@
 #   3. runs vulkan_gpu_bench (GEMM, attention, quantized matvec, the 1B-shape decoder, the
 #      copy bandwidth; medians of 3 repetitions) with the GPU's clocks logged
 #      (nvidia-smi, where present), then the decode step under kiln's profiler and the
-#      cooperative-matrix GEMM's tiles (KILN_VULKAN_COOPMAT_TILE; KILN_GPU_COOPMAT_TILES
-#      lists them);
+#      GEMM kernels' tiles (KILN_VULKAN_COOPMAT_TILE on f16, KILN_VULKAN_TILED_TILE on
+#      f32; KILN_GPU_COOPMAT_TILES / KILN_GPU_TILED_TILES list them, empty: none);
 #   4. writes OUT_DIR/gpu-<device>.json and OUT_DIR/gpu-<device>.md (default docs/bench),
 #      each figure beside the device's peak (scripts/gpu_report.py), plus the raw logs
 #      under OUT_DIR/gpu-check-<device>/.
@@ -87,17 +87,24 @@ KILN_PROFILE=1 timeout "${KILN_GPU_PROFILE_TIMEOUT:-90}" "$bench_bin" --benchmar
   --benchmark_repetitions=1 >"$logs/decode-profile.log" 2>&1
 grep -E -A12 '^decode, ' "$logs/decode-profile.log" | cut -c1-160
 
-# 3c. the cooperative-matrix GEMM's tiles on f16 4096^3 (KILN_VULKAN_COOPMAT_TILE), where
-# the device has cooperative matrices: the report lists them beside the default's
+# 3c. the GEMM kernels' tiles on 4096^3: the cooperative-matrix kernel's on f16
+# (KILN_VULKAN_COOPMAT_TILE, where the device has cooperative matrices) and the tiled
+# kernel's on f32 (KILN_VULKAN_TILED_TILE): the report lists them beside the defaults
 sweep=()
+sweep_one() {  # kernel, environment variable, tile, benchmark
+  local f="$work/sweep-$1-${3//\//_}.json"
+  env "$2=$3" timeout 30 "$bench_bin" --benchmark_filter="^$4\$" --benchmark_out="$f" \
+    --benchmark_out_format=json >>"$logs/sweep.log" 2>&1 && sweep+=("$f")
+}
+stamp "GEMM tiles"
 if grep -q '"kiln_cooperative_matrix": "used"' "$work/bench-main.json" 2>/dev/null; then
-  stamp "cooperative-matrix tiles"
-  for tile in ${KILN_GPU_COOPMAT_TILES:-128x128x32/2x2 128x256x32/2x4 256x128x32/4x2 128x128x32/4x2 128x128x64/2x2 64x128x32/2x2}; do
-    f="$work/sweep-${tile//\//_}.json"
-    KILN_VULKAN_COOPMAT_TILE="$tile" timeout 60 "$bench_bin" --benchmark_filter='^gpu/gemm/f16/4096$' \
-      --benchmark_out="$f" --benchmark_out_format=json >>"$logs/sweep.log" 2>&1 && sweep+=("$f")
+  for tile in ${KILN_GPU_COOPMAT_TILES-128x128x32/2x2 128x256x32/2x4 256x128x32/4x2 128x128x32/4x2 128x128x64/2x2}; do
+    sweep_one coopmat KILN_VULKAN_COOPMAT_TILE "$tile" gpu/gemm/f16/4096
   done
 fi
+for tile in ${KILN_GPU_TILED_TILES-64x64x16/4x4 128x128x16/8x8 128x64x16/8x4 128x128x8/8x8 64x64x32/4x4}; do
+  sweep_one tiled KILN_VULKAN_TILED_TILE "$tile" gpu/gemm/f32/4096
+done
 [[ -n "$clock_pid" ]] && kill "$clock_pid" 2>/dev/null
 
 # 4. the report, named after the device kiln opened (the benchmark's context names it)

@@ -206,23 +206,33 @@ def read_clocks(path):
             "temp_max": int(max(temp)) if temp else None, "throttle": sorted(seen)}
 
 
+SWEEPS = {"coopmat": ("gpu/gemm/f16/4096", "f16", "KILN_VULKAN_COOPMAT_TILE"),
+          "tiled": ("gpu/gemm/f32/4096", "f32", "KILN_VULKAN_TILED_TILE")}
+
+
 def read_sweep(paths, peak):
-    """f16 4096^3 under each KILN_VULKAN_COOPMAT_TILE (the tile from the file name sweep-BMxBNxBK_SGMxSGN.json)."""
+    """4096^3 under each tile setting; the kernel and tile from the file name
+    sweep-<kernel>-<BMxBNxBK>_<AxB>.json (SWEEPS: which product and peak)."""
     out = []
     for path in paths:
-        tile = Path(path).stem.removeprefix("sweep-").replace("_", "/")
+        kernel, _, tile = Path(path).stem.removeprefix("sweep-").partition("-")
+        if kernel not in SWEEPS:
+            continue
+        bench, dtype, env = SWEEPS[kernel]
+        t = {"kernel": kernel, "tile": tile.replace("_", "/"), "env": env, "bench": bench}
         try:
             _, rows = load_bench(path)
         except (OSError, ValueError) as e:
-            out.append({"tile": tile, "error": str(e)})
+            out.append(dict(t, error=str(e)))
             continue
-        r = rows.get("gpu/gemm/f16/4096")
+        r = rows.get(bench)
         if not r or "error" in r:
-            out.append({"tile": tile, "error": (r or {}).get("error", "no figure")})
+            out.append(dict(t, error=(r or {}).get("error", "no figure")))
             continue
-        t = dict(r, tile=tile)
+        t.update(r)
         if peak and r.get("TFLOP/s"):
-            t["share"] = r["TFLOP/s"] / peak["f16"]
+            t["share"] = r["TFLOP/s"] / peak[dtype]
+            t["peak_of"] = "dense f16 tensor TFLOP/s" if dtype == "f16" else "f32 FMA TFLOP/s"
         out.append(t)
     return out
 
@@ -237,7 +247,7 @@ def main():
     ap.add_argument("--slug", default=None)
     ap.add_argument("--commit", default=None, help="the commit the binaries were built from (default: git HEAD)")
     ap.add_argument("--clocks", default=None, help="nvidia-smi's CSV log of the benchmarks (clocks, power, throttling)")
-    ap.add_argument("--sweep", nargs="*", default=[], help="benchmark JSONs of f16 4096^3 under KILN_VULKAN_COOPMAT_TILE")
+    ap.add_argument("--sweep", nargs="*", default=[], help="benchmark JSONs sweep-<kernel>-<tile>.json (read_sweep)")
     a = ap.parse_args()
 
     ctx, rows = {}, {}
@@ -309,7 +319,7 @@ def main():
 
     report = {
         "clocks": read_clocks(a.clocks),
-        "coopmat_tiles": read_sweep(a.sweep, peak),
+        "gemm_tiles": read_sweep(a.sweep, peak),
         "device": device,
         "driver": ctx.get("kiln_driver"),
         "vulkan_api": ctx.get("kiln_api"),
@@ -368,13 +378,14 @@ def main():
         lines.append(f"| {f['name']} | {num(f.get('ms'))} | {num(f.get('TFLOP/s'))} | {num(f.get('GB/s'))} | "
                      f"{num(f.get('tok/s'))} | {'—' if s is None else f'{100 * s:.1f}%'} | {f.get('peak_of', '')} | "
                      f"{f.get('label', '')} |")
-    if report["coopmat_tiles"]:
-        lines += ["", "## Cooperative-matrix GEMM tiles (f16 4096^3, KILN_VULKAN_COOPMAT_TILE)", "",
-                  "| tile | ms each | TFLOP/s | share of dense f16 peak | kernel |", "|---|---|---|---|---|"]
-        for t in report["coopmat_tiles"]:
+    if report["gemm_tiles"]:
+        lines += ["", "## GEMM tiles (4096^3; one setting for every product of the run)", "",
+                  "| benchmark | setting | ms each | TFLOP/s | share | of | kernel |", "|---|---|---|---|---|---|---|"]
+        for t in report["gemm_tiles"]:
             sh = t.get("share")
-            lines.append(f"| {t['tile']} | {num(t.get('ms'))} | {num(t.get('TFLOP/s'))} | "
-                         f"{'—' if sh is None else f'{100 * sh:.1f}%'} | {t.get('label', t.get('error', ''))} |")
+            lines.append(f"| {t['bench']} | {t['env']}={t['tile']} | {num(t.get('ms'))} | {num(t.get('TFLOP/s'))} | "
+                         f"{'—' if sh is None else f'{100 * sh:.1f}%'} | {t.get('peak_of', '')} | "
+                         f"{t.get('label', t.get('error', ''))} |")
     (out / f"gpu-{slug}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     missing = [f["name"] for f in figures if "error" in f]

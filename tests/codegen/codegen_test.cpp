@@ -560,17 +560,37 @@ TEST_F(codegen, cooperative_matrix_gemm_is_chosen_for_f16_operands_and_compiles)
   }
   for (const char* bad : {"128x128x32", "128x128x32/2x2x", "0x128x32/2x2", "128x128/32/2x2", "axbxc/dxe", ""}) {
     try {
-      (void)vk::parse_coopmat_tile(bad);
+      (void)vk::parse_gemm_tile(bad, "KILN_VULKAN_COOPMAT_TILE", "BMxBNxBK/SGMxSGN");
       ADD_FAILURE() << "'" << bad << "': no exception";
     } catch (const kiln::error& e) {
-      EXPECT_NE(std::string(e.what()).find("is not BMxBNxBK/SGMxSGN"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("KILN_VULKAN_COOPMAT_TILE='" + std::string(bad) + "' is not BMxBNxBK/SGMxSGN"),
+                std::string::npos)
+          << e.what();
     }
   }
-  EXPECT_EQ(vk::parse_coopmat_tile("64x32x16/2x1"), (std::array<std::uint32_t, 5>{64, 32, 16, 2, 1}));
+  EXPECT_EQ(vk::parse_gemm_tile("64x32x16/2x1", "E", "F"), (std::array<std::uint32_t, 5>{64, 32, 16, 2, 1}));
   // f32 operands keep the f32 kernel; so does a device without cooperative matrices
   auto af = kiln::zeros<float>(ctx, {200, 72}), bf = kiln::zeros<float>(ctx, {72, 96});
   auto y2 = kiln::empty<float>(ctx, {200, 96});
   EXPECT_EQ(gemm(y2, kiln::matmul(af, bf)).choice.kind, vk::gemm_kind::tiled);
+  {  // KILN_VULKAN_TILED_TILE: the tiled kernel's tile, checked against the device
+    kiln_test::scoped_env tile("KILN_VULKAN_TILED_TILE", "128x128x16/8x8");
+    const auto k5 = gemm(y2, kiln::matmul(af, bf));
+    EXPECT_EQ(k5.choice.name(), "vulkan.gemm.tiled 128x128");
+    EXPECT_EQ(k5.first_wg, 256u);
+    EXPECT_EQ(k5.choice.tm, 8u);
+    EXPECT_EQ(glslc_errors(k5.first->glsl, "gemm_tiled_tile"), "") << k5.first->glsl;
+    for (const char* bad : {"64x64x16/6x4", "64x64x16/2x2", "256x256x64/4x4"}) {  // TM 6; 1024 invocations; shared memory
+      kiln_test::scoped_env t("KILN_VULKAN_TILED_TILE", bad);
+      try {
+        (void)gemm(y2, kiln::matmul(af, bf));
+        ADD_FAILURE() << bad << ": no exception";
+      } catch (const kiln::device_error& e) {
+        EXPECT_NE(std::string(e.what()).find("KILN_VULKAN_TILED_TILE='" + std::string(bad) + "' does not fit"), std::string::npos)
+            << e.what();
+      }
+    }
+  }
   dev.cm_m = dev.cm_n = dev.cm_k = 0;
   EXPECT_EQ(gemm(yf, kiln::matmul(a, b)).choice.kind, vk::gemm_kind::tiled);
 }

@@ -21,7 +21,8 @@
 // Tile and workgroup sizes are specialisation constants (one SPIR-V module per source,
 // a pipeline per size); the source depends on the kind, the vec4 paths, the batch rank.
 // KILN_VULKAN_GEMM=naive|tiled|matvec|splitk|coopmat forces a variant (tests, benchmarks);
-// KILN_VULKAN_COOPMAT_TILE=BMxBNxBK/SGMxSGN the cooperative-matrix kernel's tile (sweeps).
+// KILN_VULKAN_COOPMAT_TILE=BMxBNxBK/SGMxSGN the cooperative-matrix kernel's tile and
+// KILN_VULKAN_TILED_TILE=BMxBNxBK/TMxTN the tiled kernel's (sweeps).
 #pragma once
 
 #include <algorithm>
@@ -128,10 +129,12 @@ const structural_source& gemm_source(const N& n, const S& s, const gemm_plan& g,
                                  [&](std::string_view result_type) { return gemm_family_text(g, result_type); }, {tmpl});
 }
 
-/// KILN_VULKAN_COOPMAT_TILE's value "BMxBNxBK/SGMxSGN" as {BM, BN, BK, SGM, SGN}: the
-/// cooperative-matrix kernel's tile for every product (measurements; select_gemm throws
-/// kiln::device_error where it does not fit the device); kiln::error when malformed.
-KILN_DECL std::array<std::uint32_t, 5> parse_coopmat_tile(std::string_view v);
+/// A tile setting's value "AxBxC/DxE" as {A, B, C, D, E}: KILN_VULKAN_COOPMAT_TILE
+/// (BMxBNxBK/SGMxSGN, the cooperative-matrix kernel's) and KILN_VULKAN_TILED_TILE
+/// (BMxBNxBK/TMxTN, the tiled kernel's), for every product they apply to (measurements;
+/// select_gemm throws kiln::device_error where the tile does not fit the device);
+/// kiln::error naming `env` and `form` when malformed.
+KILN_DECL std::array<std::uint32_t, 5> parse_gemm_tile(std::string_view v, std::string_view env, std::string_view form);
 
 /// The forced variant (KILN_VULKAN_GEMM), or "".
 KILN_DECL std::string_view forced_gemm();

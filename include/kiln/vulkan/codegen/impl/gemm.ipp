@@ -55,7 +55,7 @@ KILN_DECL std::uint64_t splitk_chunk(index_t K, std::uint64_t want, std::uint32_
 
 }  // namespace gemm_detail
 
-KILN_DECL std::array<std::uint32_t, 5> parse_coopmat_tile(std::string_view v) {
+KILN_DECL std::array<std::uint32_t, 5> parse_gemm_tile(std::string_view v, std::string_view env, std::string_view form) {
   std::array<std::uint32_t, 5> z{};
   std::size_t i = 0;
   for (std::size_t f = 0; f < z.size(); ++f) {
@@ -65,8 +65,8 @@ KILN_DECL std::array<std::uint32_t, 5> parse_coopmat_tile(std::string_view v) {
     const char sep = f == 2 ? '/' : f == 4 ? '\0' : 'x';
     const bool ends = f == 4 ? i == v.size() : i < v.size() && v[i] == sep;
     if (i == start || n == 0 || n >= 65536 || !ends) {
-      throw error("kiln::vulkan: KILN_VULKAN_COOPMAT_TILE='" + std::string(v) +
-                  "' is not BMxBNxBK/SGMxSGN (positive whole numbers, e.g. 128x128x32/2x2)");
+      throw error("kiln::vulkan: " + std::string(env) + "='" + std::string(v) + "' is not " + std::string(form) +
+                  " (positive whole numbers)");
     }
     z[f] = static_cast<std::uint32_t>(n);
     if (f < 4) ++i;
@@ -109,6 +109,18 @@ KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn
       c.wg = (c.bm / c.tm) * (c.bn / c.tn);
       return fits(c);
     };
+    if (const char* tile = std::getenv("KILN_VULKAN_TILED_TILE"); tile && *tile) {
+      // "BMxBNxBK/TMxTN" (measurements: scripts/gpu_check.sh's sweep)
+      const auto z = parse_gemm_tile(tile, "KILN_VULKAN_TILED_TILE", "BMxBNxBK/TMxTN, e.g. 64x64x16/4x4");
+      const sizes w = {z[0], z[1], z[2], z[3], z[4]};
+      const bool shape = w[3] % 4 == 0 && w[4] % 4 == 0 && w[0] % w[3] == 0 && w[1] % w[4] == 0 && w[0] % 4 == 0 &&
+                         w[1] % 4 == 0 && w[2] % 4 == 0;
+      if (shape && at(w)) return c;
+      throw device_error(what + ": KILN_VULKAN_TILED_TILE='" + tile + "' does not fit the device: TM and TN multiples of 4 " +
+                         "dividing BM and BN, BK a multiple of 4, within " + std::to_string(max_wg) + " invocations (it needs " +
+                         std::to_string(shape ? c.wg : 0) + ") and " + std::to_string(dev.shared_bytes) +
+                         " bytes of shared memory (it needs " + std::to_string(shape ? c.shared_bytes() : 0) + ")");
+    }
     if (dev.cpu) {
       for (std::size_t i = small ? 2 : big_tiles ? 0 : 1; i < std::size(cpu); ++i)
         if (at(cpu[i])) return c;
@@ -154,7 +166,7 @@ KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn
     c.subgroup = sg;
     if (const char* tile = std::getenv("KILN_VULKAN_COOPMAT_TILE"); tile && *tile) {
       // "BMxBNxBK/SGMxSGN" (measurements: scripts/gpu_check.sh's sweep)
-      const auto z = parse_coopmat_tile(tile);
+      const auto z = parse_gemm_tile(tile, "KILN_VULKAN_COOPMAT_TILE", "BMxBNxBK/SGMxSGN, e.g. 128x128x32/2x2");
       c.bm = z[0];
       c.bn = z[1];
       c.bk = z[2];
