@@ -37,8 +37,9 @@ inline constexpr int MR = 6;
 inline constexpr int NP = 32;
 
 /// Packs weight rows [n0, n0 + nc) (nc <= NP) of a codes tensor (row_bytes apart, chunks
-/// 32-byte chunks each) into the panel at dst (Kp = chunks * Scheme::chunk steps of k,
-/// Kp * NP bytes): byte 4 c + k % 4 of step k / 4 is column c's stored code of weight k.
+/// 32-byte chunks each) into the panel at dst (Kp = chunks * Scheme::chunk weights a
+/// column, Kp * NP bytes): byte 4 c + k % 4 of step k / 4 is column c's code of weight k
+/// (the stored, unsigned code).
 /// Columns past nc get the code worth 0. grouped: the columns' scales too, per group the
 /// 32 of them (0 past nc) at sdst (groups * NP floats).
 template <class Scheme>
@@ -94,6 +95,18 @@ void pack(const std::uint8_t* codes, index_t row_bytes, index_t chunks, index_t 
   }
 }
 
+/// acc + sum by fours of u (unsigned bytes) * x (signed bytes). GCC does not keep the
+/// accumulator of the vpdpbusd intrinsic in its register across a loop: it copied each of
+/// the tile's 12 accumulators once per step (12 moves per 12 vpdpbusd); the asm ties it.
+inline __m512i dpbusd(__m512i acc, __m512i u, __m512i x) noexcept {
+#if defined(__GNUC__)
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(x));
+  return acc;
+#else
+  return _mm512_dpbusd_epi32(acc, u, x);
+#endif
+}
+
 /// out[r * NP + c] = sum over segments g of s(g, c) * sum_{k in g} (code[c][k] - offset) * x[r][k]
 /// for the MR rows x[r] (int8, Kp long, zero past K) and the panel's 32 columns; seg_k:
 /// weights per segment (a group, or flush_planes * 32 for one scale per row, then s = 1);
@@ -118,8 +131,8 @@ void tile(const std::uint8_t* panel, const float* psc, const std::int8_t* const*
         std::int32_t xv;
         std::memcpy(&xv, x[r] + k, 4);
         const __m512i xb = _mm512_set1_epi32(xv);
-        acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], w0, xb);
-        acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], w1, xb);
+        acc[r][0] = dpbusd(acc[r][0], w0, xb);
+        acc[r][1] = dpbusd(acc[r][1], w1, xb);
       }
     }
     if constexpr (Grouped) {
