@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -388,4 +389,27 @@ TYPED_TEST(serving_engine, a_worker_thread_steps_while_another_submits_and_cance
   }
   EXPECT_GE(updates.load(), 5 * 12);  // a call for each step that drew a token
   EXPECT_TRUE(eng.idle());
+}
+
+TYPED_TEST(serving_engine, a_throwing_callback_ends_only_its_own_request) {
+  auto& m = model<TypeParam>();
+  serving::engine eng(m, {.max_batch = 2, .block_size = 4, .kv_blocks = 16});
+  serving::request bad{.prompt = ids(5, 11), .max_tokens = 6};
+  int calls = 0;
+  bad.on_update = [&](serving::token_stream&) {
+    ++calls;
+    throw std::runtime_error("the client went away");
+  };
+  serving::request good{.prompt = ids(4, 12), .max_tokens = 6};
+  auto b = eng.submit(bad);
+  auto g = eng.submit(good);
+  eng.run();
+  EXPECT_EQ(b->reason(), serving::finish_reason::error);
+  EXPECT_NE(b->error().find("on_update threw"), std::string::npos) << b->error();
+  EXPECT_EQ(b->tokens().size(), 1u);  // ended at its first token
+  EXPECT_EQ(calls, 2);                // that token's call, then the end's (its throw ignored)
+  EXPECT_EQ(g->reason(), serving::finish_reason::length);
+  EXPECT_EQ(g->tokens(), alone<TypeParam>(good.prompt, 6));
+  EXPECT_EQ(eng.cache().used_blocks(), 0);
+  EXPECT_EQ(eng.stats().failed, 1u);
 }

@@ -35,8 +35,8 @@ struct request {
   /// Called on the engine's worker thread (inside engine::step) after a step that added
   /// tokens to the request's stream or finished it; read the new tokens with
   /// stream.poll(). Keep it short (it delays every sequence of the batch) and do not call
-  /// back into the engine's step from it; submit and cancel are fine. Exceptions it throws
-  /// finish the request with finish_reason::error.
+  /// back into the engine's step from it; submit and cancel are fine. An exception it throws
+  /// ends the request with finish_reason::error (one from the call after the end is ignored).
   std::function<void(token_stream&)> on_update{};
 };
 
