@@ -12,6 +12,11 @@
 //                                   (2 x the product weights: every projection and the LM
 //                                   head; attention's few MFLOP left out)), both measured
 //                                   earlier in the same run; "of roof" = tok/s / roof.
+//   BM_serving_prefill/f16/P<P>/2T  one request of a P-token prompt and one token through the
+//                                   engine (prefill in one chunk: paged_write and
+//                                   paged_attention's rows path): prompt tok/s, beside
+//   BM_llama_prefill/f16/P<P>/2T    the same prompt through forward(ids) on the contiguous
+//                                   cache (the flash kernel), as llama_bench measures it.
 // The GEMM runs first, then B = 1, 4, 8, 16 in that order (the roof needs the first two).
 #include "llama_bench.hpp"
 
@@ -95,6 +100,18 @@ void decode(benchmark::State& state, index_t batch) {
                  std::to_string(flops_per_token(m) / 1e9).substr(0, 4) + " GFLOP a token");
 }
 
+void prefill(benchmark::State& state, index_t P) {
+  auto& m = llama_bench::cached<kiln::half, B>(ctx());
+  serving::engine eng(m, {.max_batch = 1, .prefill_chunk = P, .block_size = 16, .kv_blocks = (P + 15) / 16});
+  const auto ids = llama_bench::prompt(P);
+  for (auto _ : state) {
+    auto s = eng.submit({.prompt = ids, .max_tokens = 1});
+    eng.run();
+    benchmark::DoNotOptimize(s->tokens());
+  }
+  state.counters["tok/s"] = benchmark::Counter(double(P), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void register_all() {
   for (index_t M : {1, 4, 8, 16, 128}) {
     kiln_bench::configure(benchmark::RegisterBenchmark(("BM_gemm/f16/M" + std::to_string(M) + "/2T").c_str(),
@@ -105,6 +122,15 @@ void register_all() {
     kiln_bench::configure(benchmark::RegisterBenchmark(("BM_serving_decode/f16/B" + std::to_string(b) + "/2T").c_str(),
                                                        [b](benchmark::State& s) { decode(s, b); }))
         ->Unit(benchmark::kMillisecond);
+  }
+  for (index_t P : {128, 512}) {
+    const std::string tail = "/f16/P" + std::to_string(P) + "/2T";
+    kiln_bench::configure(benchmark::RegisterBenchmark(("BM_serving_prefill" + tail).c_str(),
+                                                       [P](benchmark::State& s) { prefill(s, P); }))
+        ->Unit(benchmark::kMillisecond);
+    kiln_bench::configure(benchmark::RegisterBenchmark(("BM_llama_prefill" + tail).c_str(), [P](benchmark::State& s) {
+      llama_bench::prefill<kiln::half, B>(s, ctx(), P);
+    }))->Unit(benchmark::kMillisecond);
   }
 }
 
