@@ -83,7 +83,7 @@ stamp "benchmarks done (status $bench_rc)"
 
 # 3b. where a decode step's time goes: kiln's profiler (GPU timestamps) over four steps
 stamp "decode profile"
-KILN_PROFILE=1 timeout "${KILN_GPU_PROFILE_TIMEOUT:-90}" "$bench_bin" --benchmark_filter='^gpu/llama/(f16|int8)/decode$' \
+KILN_PROFILE=1 timeout "${KILN_GPU_PROFILE_TIMEOUT:-90}" "$bench_bin" --benchmark_filter='^gpu/llama/(f16|int8)/decode(/real_time)?$' \
   --benchmark_repetitions=1 >"$logs/decode-profile.log" 2>&1
 grep -E -A12 '^decode, ' "$logs/decode-profile.log" | cut -c1-160
 
@@ -93,7 +93,7 @@ grep -E -A12 '^decode, ' "$logs/decode-profile.log" | cut -c1-160
 sweep=()
 sweep_one() {  # kernel, environment variable, tile, benchmark
   local f="$work/sweep-$1-${3//\//_}.json"
-  env "$2=$3" timeout 30 "$bench_bin" --benchmark_filter="^$4\$" --benchmark_out="$f" \
+  env "$2=$3" timeout 30 "$bench_bin" --benchmark_filter="^$4(/real_time)?\$" --benchmark_out="$f" \
     --benchmark_out_format=json >>"$logs/sweep.log" 2>&1 && sweep+=("$f")
 }
 stamp "GEMM tiles"
@@ -108,8 +108,9 @@ done
 [[ -n "$clock_pid" ]] && kill "$clock_pid" 2>/dev/null
 
 # 4. the report, named after the device kiln opened (the benchmark's context names it)
-device_name="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["context"]["kiln_device"])' \
-  "$work/bench-main.json" 2>/dev/null || echo unknown)"
+device_name="$(python3 -c 'import sys; sys.path.insert(0, "scripts"); import gpu_report as g
+print(g.parse_json_prefix(open(sys.argv[1]).read())["context"]["kiln_device"])' "$work/bench-main.json" 2>/dev/null ||
+  echo unknown)"  # the JSON of a run cut off by its timeout is unclosed
 slug="$(echo "$device_name" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+|-+$//g')"
 python3 scripts/gpu_report.py --bench "$work"/bench-*.json --tests "$work"/tests-*.json --out "$out" --slug "$slug" \
   --clocks "$logs/clocks.csv" ${sweep[@]:+--sweep "${sweep[@]}"} ${KILN_GPU_COMMIT:+--commit "$KILN_GPU_COMMIT"}

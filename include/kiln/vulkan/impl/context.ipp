@@ -101,8 +101,22 @@ KILN_DECL context_state::context_state(const context_options& opt) {
   fcm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
   fcm.cooperativeMatrix = VK_TRUE;
   if (!(info_.cooperative_matrix && info_.fp16_arithmetic)) info_.cooperative_matrix_nv = false;
+  // The Vulkan memory model wherever the device has it (the cooperative-matrix kernels
+  // declare it), with device scope where offered: under the model, the device-scope
+  // atomics glslang emits by default (kernels/quant/matvec_split.comp's atomicAdd) need
+  // vulkanMemoryModelDeviceScope, and every device runs the kernels under one model, so
+  // validation on lavapipe sees what it sees on a GPU.
+  {
+    VkPhysicalDeviceVulkan12Features has{};
+    has.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    VkPhysicalDeviceFeatures2 all{};
+    all.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    all.pNext = &has;
+    vkGetPhysicalDeviceFeatures2(physical_, &all);
+    f12.vulkanMemoryModel = has.vulkanMemoryModel;
+    f12.vulkanMemoryModelDeviceScope = has.vulkanMemoryModel && has.vulkanMemoryModelDeviceScope;
+  }
   if (info_.cooperative_matrix_nv) {
-    f12.vulkanMemoryModel = VK_TRUE;  // the kernels declare the VulkanMemoryModel capability
     fcm.pNext = f10.pNext;
     f10.pNext = &fcm;
     extensions.push_back("VK_NV_cooperative_matrix");
