@@ -5,8 +5,10 @@
 // several depth steps (kc) on every instruction set; N = 300 splits the packed product's
 // columns between the threads; `* 2` takes the path with an epilogue. One row: a short K
 // takes its weight rows one after the other, a long K (3000) side by side. The weight as
-// f16 and bf16 (read as its transpose, converted while its panels are packed: L x L
-// squares transposed in registers, columns and steps past them one by one).
+// f16 or bf16 (read as its transpose, converted while its panels are packed: L x L
+// squares transposed in registers, columns and steps past them one by one), one dtype
+// per conversion path (a product per ISA and dtype is a compile-time cost): SSE2 converts
+// lane by lane, AVX2 f16 with F16C and bf16 with a shift, AVX-512 both with its own.
 #include <gtest/gtest.h>
 
 #include <kiln/kiln.hpp>
@@ -23,7 +25,7 @@ namespace {
 
 using kiln::index_t;
 
-template <class Arch>
+template <class Arch, class... W16>
 void check_arch(const char* name) {
   kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
   auto g = kiln_test::rng();
@@ -76,8 +78,7 @@ void check_arch(const char* name) {
       EXPECT_TRUE(kiln_test::close(yt.to_host(), rw, what + ", transpose(w " + std::string(kiln::dtype_name_v<W>) + ") (" +
                                                        kiln::kernel_variant(kiln::matmul(a, kiln::transpose(w))) + ")"));
     };
-    narrow(kiln::half{});
-    narrow(kiln::bfloat16{});
+    (narrow(W16{}), ...);
     // with an epilogue: accumulated in a buffer, handed to it segment by segment
     kiln_test::reference r2 = r;
     for (std::size_t i = 0; i < r2.value.size(); ++i) r2.value[i] *= 2, r2.tol[i] *= 2;
@@ -88,16 +89,16 @@ void check_arch(const char* name) {
 
 TEST(matmul_isa, every_instruction_set_this_cpu_runs) {
 #if XSIMD_WITH_SSE2
-  check_arch<xsimd::sse2>("sse2");
+  check_arch<xsimd::sse2, kiln::half>("sse2");
 #endif
 #if XSIMD_WITH_AVX2
-  check_arch<xsimd::avx2>("avx2");
+  check_arch<xsimd::avx2, kiln::half>("avx2");
 #endif
 #if XSIMD_WITH_FMA3_AVX2
-  check_arch<xsimd::fma3<xsimd::avx2>>("fma3<avx2>");
+  check_arch<xsimd::fma3<xsimd::avx2>, kiln::bfloat16>("fma3<avx2>");
 #endif
 #if XSIMD_WITH_AVX512F
-  check_arch<xsimd::avx512f>("avx512f");
+  check_arch<xsimd::avx512f, kiln::half, kiln::bfloat16>("avx512f");
 #endif
 }
 
