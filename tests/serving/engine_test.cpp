@@ -10,13 +10,15 @@
 //    top-k/top-p, penalties) get the ids they get alone;
 //  - joins and leaves mid-run, cancellation, chunked prefill equal to unchunked, memory
 //    back to the pool, a full queue refused, bad input named, submit/cancel from another
-//    thread while a worker steps.
+//    thread while a worker steps;
+//  - the BitNet b1.58 decoder through the same batched step (tests/models/data/tiny_bitnet).
 #include <gtest/gtest.h>
 
 #include <kiln/kiln.hpp>
 #if defined(KILN_TEST_VULKAN)
 #include <kiln/vulkan.hpp>  // before the sampling kernels (serving.hpp includes sampling.hpp)
 #endif
+#include <kiln/models/bitnet.hpp>
 #include <kiln/models/llama.hpp>
 #include <kiln/serving.hpp>
 
@@ -51,10 +53,10 @@ llama_model<B>& model() {
   return m;
 }
 
-/// n ids drawn from the vocabulary (97) with seed.
-std::vector<std::int32_t> ids(index_t n, unsigned seed) {
+/// n ids drawn from a vocabulary (the Llama fixture's 97 ids) with seed.
+std::vector<std::int32_t> ids(index_t n, unsigned seed, std::int32_t vocab = 97) {
   std::mt19937 g(seed);
-  std::uniform_int_distribution<std::int32_t> d(0, 96);
+  std::uniform_int_distribution<std::int32_t> d(0, vocab - 1);
   std::vector<std::int32_t> r(static_cast<std::size_t>(n));
   for (auto& x : r) x = d(g);
   return r;
@@ -412,4 +414,35 @@ TYPED_TEST(serving_engine, a_throwing_callback_ends_only_its_own_request) {
   EXPECT_EQ(g->tokens(), alone<TypeParam>(good.prompt, 6));
   EXPECT_EQ(eng.cache().used_blocks(), 0);
   EXPECT_EQ(eng.stats().failed, 1u);
+}
+
+TYPED_TEST(serving_engine, bitnet_shares_the_batched_step) {
+  auto m = kiln::bitnet::model<TypeParam>::load(kiln_test::ctx<TypeParam>(),
+                                                std::string(KILN_MODELS_TEST_DATA) + "/tiny_bitnet");
+  // batched logits against the single-sequence ones
+  auto cache = m.make_paged_cache(4, 32);
+  const auto a = ids(9, 21, 67), b = ids(3, 22, 67);
+  const auto sa = cache.add(), sb = cache.add();
+  std::vector<kiln::models::batch_entry> step{{sa, a, true}, {sb, b, true}};
+  const auto got = m.forward(cache, step).to_host();
+  ASSERT_EQ(got.size(), 2u * 67u);
+  for (int i = 0; i < 2; ++i) {
+    m.reset();
+    const auto want = m.forward(i == 0 ? a : b).to_host();
+    EXPECT_LE(worst(std::vector<float>(got.begin() + i * 67, got.begin() + (i + 1) * 67), want), batched_tol) << i;
+  }
+  // and greedy ids through the engine, with company, equal to each request alone
+  serving::engine eng(m, {.max_batch = 6, .prefill_chunk = 9, .block_size = 4, .kv_blocks = 64});
+  std::vector<serving::request> reqs;
+  std::vector<std::shared_ptr<serving::token_stream>> out;
+  for (int i = 0; i < 6; ++i) {
+    reqs.push_back({.prompt = ids(1 + i * 4, 30u + unsigned(i), 67), .max_tokens = 7});
+    out.push_back(eng.submit(reqs.back()));
+  }
+  eng.run();
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    m.reset();
+    EXPECT_EQ(out[i]->tokens(), m.generate(reqs[i].prompt, 7)) << "request " << i;
+  }
+  EXPECT_EQ(eng.cache().used_blocks(), 0);
 }

@@ -224,6 +224,22 @@ class model : public models::decoder_state<model<B>, B> {
   /// the cache would overflow (nothing is changed then).
   tensor<float, B> forward(std::span<const std::int32_t> ids, bool all_positions = false);
 
+  /// One step of many unrelated sequences over a paged KV cache, all rows as one batch
+  /// (see kiln::llama::model::forward(cache, batch), whose layout and checks it shares
+  /// through decoder_state): logits [m, vocab] of the entries that want them, in batch order.
+  tensor<float, B> forward(paged_kv_cache<float, B>& cache, std::span<const models::batch_entry> batch);
+
+  /// A paged KV cache for this decoder on ctx: blocks of block_size positions, `blocks` of
+  /// them or as many as fit in `bytes`.
+  paged_kv_cache<float, B> make_paged_cache(index_t block_size, index_t blocks, std::size_t bytes = 0) const {
+    return paged_kv_cache<float, B>(*ctx_, {.layers = cfg_.num_hidden_layers,
+                                            .kv_heads = cfg_.num_key_value_heads,
+                                            .head_dim = cfg_.head_dim,
+                                            .block_size = block_size,
+                                            .blocks = blocks,
+                                            .bytes = bytes});
+  }
+
   const config& cfg() const noexcept { return cfg_; }
   const std::vector<layer>& layers() const noexcept { return layers_; }
   const table<B>& lm_head() const noexcept { return head_; }
@@ -581,6 +597,49 @@ tensor<float, B> model<B>::forward(std::span<const std::int32_t> ids, bool all_p
   auto xf = empty<float>(ctx, rows.shape());
   xf = rms_norm(rows, norm_, eps);
   auto logits = empty<float>(ctx, {rows.shape()[0], cfg_.vocab_size});
+  if (head_.dtype == table_dtype::f16) models::project(logits, xf, head_.t16h, false);
+  else models::project(logits, xf, head_.t16b, false);
+  return logits;
+}
+
+template <class B>
+tensor<float, B> model<B>::forward(paged_kv_cache<float, B>& cache, std::span<const models::batch_entry> batch) {
+  const auto st = this->plan_batch(cache, batch, cfg_.vocab_size, cfg_.num_hidden_layers, cfg_.num_key_value_heads,
+                                   cfg_.head_dim);
+  const auto& ctx = *ctx_;
+  const index_t n = st.rows, H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
+  const index_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
+  const index_t nq = Hq * D, nk = Hkv * D;
+  const float eps = cfg_.rms_norm_eps;
+  const rope_options rope_opt{.theta = cfg_.rope_theta};
+
+  auto h = empty<float>(ctx, {n, H});
+  detail::embed(ctx, h, embed_, st.ids);
+  auto x = empty<float>(ctx, {n, H});
+  auto xa = empty<float>(ctx, {n, nq});
+  auto xm = empty<float>(ctx, {n, I});
+  auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
+  auto qr = empty<float>(ctx, {n, Hq, D});
+  auto kr = empty<float>(ctx, {n, Hkv, D});
+  auto att = empty<float>(ctx, {n, Hq, D});
+  auto gu = empty<float>(ctx, {n, 2 * I});
+  const auto att_rows = reshape(att, {n, nq});
+  const auto gate = slice(gu, 1, 0, I), up = slice(gu, 1, I, 2 * I);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const layer& L = layers_[l];
+    x = rms_norm(h, L.attn_norm, eps);
+    detail::project(qkv, x, L.wqkv, false);
+    this->paged_layer_attention(cache, static_cast<index_t>(l), st, qkv, qr, kr, att, Hq, Hkv, D, rope_opt);
+    xa = rms_norm(att_rows, L.attn_sub_norm, eps);
+    detail::project(h, xa, L.wo, true);
+    x = rms_norm(h, L.mlp_norm, eps);
+    detail::project(gu, x, L.wgu, false);
+    xm = rms_norm(square(relu(gate)) * up, L.ffn_sub_norm, eps);
+    detail::project(h, xm, L.wdown, true);
+  }
+  auto logits = empty<float>(ctx, {static_cast<index_t>(st.want.size()), cfg_.vocab_size});
+  if (st.want.empty()) return logits;
+  const auto xf = this->wanted_rows(st, h, norm_, eps);
   if (head_.dtype == table_dtype::f16) models::project(logits, xf, head_.t16h, false);
   else models::project(logits, xf, head_.t16b, false);
   return logits;

@@ -1,7 +1,10 @@
 // kiln/models/decoder_state.hpp — what every decoder keeps between calls, written once: the
 // position, one KV cache per layer and their capacity, and greedy generation, reset and
-// rewind over the decoder's own forward(). A decoder (llama.hpp, bitnet.hpp) derives from
-// decoder_state<itself, B>, names itself in `name` (for messages) and fills the caches.
+// rewind over the decoder's own forward(); and what a batched step over a paged KV cache
+// shares (forward(cache, batch): the checks, the rows' layout, each layer's rope, paged
+// writes and paged attention, the final norm of the rows that want logits). A decoder
+// (llama.hpp, bitnet.hpp) derives from decoder_state<itself, B>, names itself in `name`
+// (for messages) and fills the caches.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +19,29 @@
 #include "kiln/models/weights.hpp"  // argmax_row
 
 namespace kiln::models {
+
+/// The layout of one batched step over a paged KV cache (decoder_state::plan_batch): the
+/// entries' rows in groups of entries with the same token count (decoding entries, one
+/// token each, first), since paged_attention and paged_write take [E, heads, c, D], one
+/// call a group; each row's id and position; the rows whose logits are wanted.
+template <class B>
+struct paged_step {
+  struct group {
+    index_t first = 0, entries = 0, rows = 0;  // first row, entries, rows each
+    paged_batch<B> tables;                      // the entries' block tables, lengths, starts
+  };
+  std::vector<group> groups;
+  std::vector<std::int32_t> ids;  // every row's id, in row order
+  std::vector<index_t> want;      // the last row of each entry that wants logits, in batch order
+  tensor<std::int32_t, B> pos;    // [rows]: each row's position
+  index_t rows = 0;
+
+  /// Group g's rows of a [rows, heads, d] tensor as [E, heads, c, d] (a view).
+  static tensor<float, B> rows_of(const tensor<float, B>& t, const group& g) {
+    const index_t count = t.shape()[1], d = t.shape()[2];
+    return transpose(reshape(slice(t, 0, g.first, g.first + g.entries * g.rows), {g.entries, g.rows, count, d}), 1, 2);
+  }
+};
 
 template <class Derived, class B>
 class decoder_state {
@@ -147,6 +173,85 @@ class decoder_state {
                           static_cast<std::size_t>(cache.free_blocks()) * cache.bytes_per_block());
     }
     for (const batch_entry& e : batch) cache.append(e.sequence, static_cast<index_t>(e.ids.size()));
+  }
+
+  /// grow_batch, then the step's layout: rows grouped by token count, positions and block
+  /// tables uploaded once for every layer.
+  paged_step<B> plan_batch(paged_kv_cache<float, B>& cache, std::span<const batch_entry> batch, index_t vocab,
+                           index_t layers, index_t kv_heads, index_t head_dim) const {
+    grow_batch(cache, batch, vocab, layers, kv_heads, head_dim);
+    paged_step<B> st;
+    std::vector<std::size_t> order(batch.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return batch[a].ids.size() < batch[b].ids.size(); });
+    std::vector<index_t> row_of(batch.size());  // each entry's first row
+    std::vector<std::int32_t> p;
+    std::vector<typename paged_kv_cache<float, B>::sequence> seqs;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const batch_entry& e = batch[order[k]];
+      const index_t c = static_cast<index_t>(e.ids.size());
+      row_of[order[k]] = static_cast<index_t>(st.ids.size());
+      st.ids.insert(st.ids.end(), e.ids.begin(), e.ids.end());
+      const index_t start = cache.length(e.sequence) - c;  // grow_batch appended the rows
+      for (index_t i = 0; i < c; ++i) p.push_back(static_cast<std::int32_t>(start + i));
+      seqs.push_back(e.sequence);
+      if (k + 1 == order.size() || batch[order[k + 1]].ids.size() != e.ids.size()) {
+        const auto E = static_cast<index_t>(seqs.size());
+        st.groups.push_back({static_cast<index_t>(st.ids.size()) - E * c, E, c, cache.batch(seqs, c)});
+        seqs.clear();
+      }
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].logits) st.want.push_back(row_of[i] + static_cast<index_t>(batch[i].ids.size()) - 1);
+    }
+    st.rows = static_cast<index_t>(st.ids.size());
+    st.pos = from_host(cache.k(0).context(), shape{st.rows}, std::span<const std::int32_t>(p));
+    return st;
+  }
+
+  /// One layer's attention in a batched step: rope of the q and k of qkv [rows, (Hq + 2
+  /// Hkv) D] (stacked) at each row's position into qr [rows, Hq, D] and kr [rows, Hkv, D];
+  /// each group's k and v rows written into the cache; its queries' attention through its
+  /// block tables into att [rows, Hq, D].
+  static void paged_layer_attention(paged_kv_cache<float, B>& cache, index_t layer, const paged_step<B>& st,
+                                    const tensor<float, B>& qkv, tensor<float, B>& qr, tensor<float, B>& kr,
+                                    tensor<float, B>& att, index_t Hq, index_t Hkv, index_t D, const rope_options& ro) {
+    const index_t n = st.rows, nq = Hq * D, nk = Hkv * D;
+    // [1, heads, n, D] views (no copies)
+    const auto heads = [&](index_t first, index_t count) {
+      return transpose(reshape(slice(qkv, 1, first, first + count * D), {1, n, count, D}), 1, 2);
+    };
+    auto qr_heads = transpose(reshape(qr, {1, n, Hq, D}), 1, 2);
+    auto kr_heads = transpose(reshape(kr, {1, n, Hkv, D}), 1, 2);
+    qr_heads = rope(heads(0, Hq), st.pos, ro);
+    kr_heads = rope(heads(nq, Hkv), st.pos, ro);
+    const auto v_rows = reshape(slice(qkv, 1, nq + nk, nq + 2 * nk), {n, Hkv, D});
+    attention_options att_opt;
+    att_opt.causal = true;
+    for (const auto& g : st.groups) {
+      cache.write(layer, paged_step<B>::rows_of(kr, g), paged_step<B>::rows_of(v_rows, g), g.tables);
+      auto out = paged_step<B>::rows_of(att, g);
+      out = paged_attention(paged_step<B>::rows_of(qr, g), cache.k(layer), cache.v(layer), g.tables.tables,
+                            g.tables.lens, att_opt);
+    }
+  }
+
+  /// The final norm of the rows whose logits are wanted, [want, H] in batch order; runs of
+  /// consecutive rows one statement each (decoding entries are one run).
+  template <class N>
+  static tensor<float, B> wanted_rows(const paged_step<B>& st, const tensor<float, B>& h, const N& norm, float eps) {
+    const index_t m = static_cast<index_t>(st.want.size());
+    auto xf = empty<float>(h.context(), {m, h.shape()[1]});
+    for (index_t i = 0; i < m;) {
+      index_t j = i + 1;
+      while (j < m && st.want[static_cast<std::size_t>(j)] == st.want[static_cast<std::size_t>(j - 1)] + 1) ++j;
+      const index_t r = st.want[static_cast<std::size_t>(i)];
+      auto dst = slice(xf, 0, i, j);
+      dst = rms_norm(slice(h, 0, r, r + (j - i)), norm, eps);
+      i = j;
+    }
+    return xf;
   }
 
   std::vector<kv_cache<float, B>> caches_;  // one a layer

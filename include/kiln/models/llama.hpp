@@ -356,107 +356,38 @@ tensor<float, B> model<W, B>::forward(std::span<const std::int32_t> ids, bool al
 
 template <class W, class B>
 tensor<float, B> model<W, B>::forward(paged_kv_cache<float, B>& cache, std::span<const models::batch_entry> batch) {
-  this->grow_batch(cache, batch, cfg_.vocab_size, cfg_.num_hidden_layers, cfg_.num_key_value_heads, cfg_.head_dim);
+  const auto st = this->plan_batch(cache, batch, cfg_.vocab_size, cfg_.num_hidden_layers, cfg_.num_key_value_heads,
+                                   cfg_.head_dim);
   const auto& ctx = *ctx_;
-  const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
+  const index_t n = st.rows, H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
   const index_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
   const index_t nq = Hq * D, nk = Hkv * D;
   const float eps = cfg_.rms_norm_eps;
-  using seq_t = typename paged_kv_cache<float, B>::sequence;
-
-  // Rows in groups of entries with the same token count (decoding entries, one token
-  // each, first): paged_attention and paged_write take [E, heads, c, D], one call a group.
-  std::vector<std::size_t> order(batch.size());
-  std::iota(order.begin(), order.end(), std::size_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return batch[a].ids.size() < batch[b].ids.size(); });
-  struct group {
-    index_t first = 0, entries = 0, rows = 0;  // first row, entries, rows each
-    paged_batch<B> tables;                      // the entries' block tables, lengths, starts
-  };
-  std::vector<group> groups;
-  std::vector<index_t> row_of(batch.size());  // each entry's first row
-  std::vector<std::int32_t> ids, p;
-  std::vector<seq_t> seqs;
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    const models::batch_entry& e = batch[order[k]];
-    const index_t c = static_cast<index_t>(e.ids.size());
-    row_of[order[k]] = static_cast<index_t>(ids.size());
-    ids.insert(ids.end(), e.ids.begin(), e.ids.end());
-    const index_t start = cache.length(e.sequence) - c;  // grow_batch appended the rows
-    for (index_t i = 0; i < c; ++i) p.push_back(static_cast<std::int32_t>(start + i));
-    seqs.push_back(e.sequence);
-    if (k + 1 == order.size() || batch[order[k + 1]].ids.size() != e.ids.size()) {
-      const auto E = static_cast<index_t>(seqs.size());
-      groups.push_back(group{static_cast<index_t>(ids.size()) - E * c, E, c, cache.batch(seqs, c)});
-      seqs.clear();
-    }
-  }
-  const index_t n = static_cast<index_t>(ids.size());
-  const auto pos = from_host(ctx, shape{n}, std::span<const std::int32_t>(p));
   const rope_options rope_opt{.theta = cfg_.rope_theta};
-  attention_options att_opt;
-  att_opt.causal = true;
 
   auto h = empty<float>(ctx, {n, H});
-  models::embed(ctx, h, embed_, ids);
+  models::embed(ctx, h, embed_, st.ids);
   auto x = empty<float>(ctx, {n, H});
   auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
-  auto qr = empty<float>(ctx, {n, Hq, D});   // rope(q), rows in batch order
+  auto qr = empty<float>(ctx, {n, Hq, D});   // rope(q)
   auto kr = empty<float>(ctx, {n, Hkv, D});  // rope(k)
   auto att = empty<float>(ctx, {n, Hq, D});
   auto gu = empty<float>(ctx, {n, 2 * I});
-  // [1, heads, n, D] views of the projections (no copies)
-  const auto heads = [&](index_t first, index_t count) {
-    return transpose(reshape(slice(qkv, 1, first, first + count * D), {1, n, count, D}), 1, 2);
-  };
-  const auto as_heads = [&](const tensor<float, B>& t, index_t count) {
-    return transpose(reshape(t, {1, n, count, D}), 1, 2);
-  };
-  // group g's rows of a [n, heads, D] tensor as [E, heads, c, D]
-  const auto rows_of = [&](const tensor<float, B>& t, const group& g) {
-    const index_t count = t.shape()[1], d = t.shape()[2];
-    return transpose(reshape(slice(t, 0, g.first, g.first + g.entries * g.rows), {g.entries, g.rows, count, d}), 1, 2);
-  };
-  auto qr_heads = as_heads(qr, Hq), kr_heads = as_heads(kr, Hkv);
-  auto v_rows = reshape(slice(qkv, 1, nq + nk, nq + 2 * nk), {n, Hkv, D});
   const auto att_rows = reshape(att, {n, nq});
   const auto gate = slice(gu, 1, 0, I), up = slice(gu, 1, I, 2 * I);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const layer& L = layers_[l];
-    const index_t li = static_cast<index_t>(l);
     x = rms_norm(h, L.attn_norm, eps);
     models::project(qkv, x, L.wqkv, false);
-    qr_heads = rope(heads(0, Hq), pos, rope_opt);
-    kr_heads = rope(heads(nq, Hkv), pos, rope_opt);
-    for (const group& g : groups) {
-      cache.write(li, rows_of(kr, g), rows_of(v_rows, g), g.tables);
-      auto out = rows_of(att, g);
-      out = paged_attention(rows_of(qr, g), cache.k(li), cache.v(li), g.tables.tables, g.tables.lens, att_opt);
-    }
+    this->paged_layer_attention(cache, static_cast<index_t>(l), st, qkv, qr, kr, att, Hq, Hkv, D, rope_opt);
     models::project(h, att_rows, L.wo, true);
     x = rms_norm(h, L.mlp_norm, eps);
     models::project(gu, x, L.wgu, false);
     models::project(h, silu(gate) * up, L.wdown, true);
   }
-  // the final norm of each row that needs logits, in batch order; runs of consecutive rows
-  // in one statement each (decoding entries are one run)
-  std::vector<index_t> want;
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (batch[i].logits) want.push_back(row_of[i] + static_cast<index_t>(batch[i].ids.size()) - 1);
-  }
-  const index_t m = static_cast<index_t>(want.size());
-  auto logits = empty<float>(ctx, {m, cfg_.vocab_size});
-  if (m == 0) return logits;
-  auto xf = empty<float>(ctx, {m, H});
-  for (index_t i = 0; i < m;) {
-    index_t j = i + 1;
-    while (j < m && want[static_cast<std::size_t>(j)] == want[static_cast<std::size_t>(j - 1)] + 1) ++j;
-    const index_t r = want[static_cast<std::size_t>(i)];
-    auto dst = slice(xf, 0, i, j);
-    dst = rms_norm(slice(h, 0, r, r + (j - i)), norm_, eps);
-    i = j;
-  }
-  models::project(logits, xf, head_, false);
+  auto logits = empty<float>(ctx, {static_cast<index_t>(st.want.size()), cfg_.vocab_size});
+  if (st.want.empty()) return logits;
+  models::project(logits, this->wanted_rows(st, h, norm_, eps), head_, false);
   return logits;
 }
 

@@ -27,7 +27,7 @@
 //   for (std::int32_t id : s->wait()) std::cout << id << ' ';
 //
 // Model is a decoder with forward(paged_kv_cache<float, B>&, std::span<const
-// models::batch_entry>) and make_paged_cache (kiln::llama::model). Include <kiln/vulkan.hpp>
+// models::batch_entry>) and make_paged_cache (kiln::llama::model, kiln::bitnet::model). Include <kiln/vulkan.hpp>
 // first for a Vulkan decoder (the sampling kernel, as <kiln/sampling.hpp>).
 #pragma once
 
