@@ -248,6 +248,8 @@ def main():
     ap.add_argument("--commit", default=None, help="the commit the binaries were built from (default: git HEAD)")
     ap.add_argument("--clocks", default=None, help="nvidia-smi's CSV log of the benchmarks (clocks, power, throttling)")
     ap.add_argument("--sweep", nargs="*", default=[], help="benchmark JSONs sweep-<kernel>-<tile>.json (read_sweep)")
+    ap.add_argument("--tiles-from", default=None,
+                    help="a report (gpu-*.json) whose GEMM tile table to keep, where this one's sweep did not run")
     a = ap.parse_args()
 
     ctx, rows = {}, {}
@@ -319,7 +321,8 @@ def main():
 
     report = {
         "clocks": read_clocks(a.clocks),
-        "gemm_tiles": read_sweep(a.sweep, peak),
+        "gemm_tiles": read_sweep(a.sweep, peak) or (json.loads(Path(a.tiles_from).read_text()).get("gemm_tiles", [])
+                                                    if a.tiles_from else []),
         "device": device,
         "driver": ctx.get("kiln_driver"),
         "vulkan_api": ctx.get("kiln_api"),

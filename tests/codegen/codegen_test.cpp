@@ -573,6 +573,17 @@ TEST_F(codegen, cooperative_matrix_gemm_is_chosen_for_f16_operands_and_compiles)
   auto af = kiln::zeros<float>(ctx, {200, 72}), bf = kiln::zeros<float>(ctx, {72, 96});
   auto y2 = kiln::empty<float>(ctx, {200, 96});
   EXPECT_EQ(gemm(y2, kiln::matmul(af, bf)).choice.kind, vk::gemm_kind::tiled);
+  {  // a GPU's tiled kernel: 128 x 64 tiles of 8 x 4 for large products, else 64 x 64
+    auto a4 = kiln::zeros<float>(ctx, {4096, 512}), b4 = kiln::zeros<float>(ctx, {512, 4096});
+    auto y4 = kiln::empty<float>(ctx, {4096, 4096});
+    const auto large = gemm(y4, kiln::matmul(a4, b4));
+    EXPECT_EQ(large.choice.name(), "vulkan.gemm.tiled 128x64");
+    EXPECT_EQ(large.first_wg, 256u);
+    EXPECT_EQ(glslc_errors(large.first->glsl, "gemm_tiled_large"), "") << large.first->glsl;
+    auto a5 = kiln::zeros<float>(ctx, {512, 512});
+    auto y5 = kiln::empty<float>(ctx, {512, 4096});
+    EXPECT_EQ(gemm(y5, kiln::matmul(a5, b4)).choice.name(), "vulkan.gemm.tiled 64x64");
+  }
   {  // KILN_VULKAN_TILED_TILE: the tiled kernel's tile, checked against the device
     kiln_test::scoped_env tile("KILN_VULKAN_TILED_TILE", "128x128x16/8x8");
     const auto k5 = gemm(y2, kiln::matmul(af, bf));

@@ -354,6 +354,21 @@ TEST_F(matmul, every_variant_forced_matches_the_reference) {
   }
 }
 
+// The tiled kernel's large-product tile (128 x 64, 8 x 4 an invocation: a GPU's choice for
+// many tiles) forced on whatever device runs the tests, on shapes that are no multiple of
+// it, with a fused prologue and epilogue.
+TEST_F(matmul, the_large_tiled_tile_matches_the_reference) {
+  auto g = kiln_test::rng();
+  kiln_test::scoped_env tile("KILN_VULKAN_TILED_TILE", "128x64x16/8x4");
+  for (const auto& s : std::vector<std::array<index_t, 3>>{{130, 70, 33}, {257, 129, 64}, {5, 65, 17}}) {
+    const std::string w = std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
+    EXPECT_EQ(check_product(rand_tensor(g, {s[0], s[2]}), rand_tensor(g, {s[2], s[1]}), w), "vulkan.gemm.tiled 128x64") << w;
+    EXPECT_EQ(check_product(rand_tensor(g, {s[0], s[2]}), kiln::transpose(rand_tensor(g, {s[1], s[2]})), w + ", b = w^T"),
+              "vulkan.gemm.tiled 128x64")
+        << w;
+  }
+}
+
 TEST_F(matmul, the_variant_follows_the_shape) {
   auto g = kiln_test::rng();
   auto w = rand_tensor(g, {256, 256});

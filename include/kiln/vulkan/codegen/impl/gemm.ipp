@@ -125,6 +125,11 @@ KILN_DECL gemm_choice select_gemm(const matmul_dims& d, index_t bsk, index_t bsn
       for (std::size_t i = small ? 2 : big_tiles ? 0 : 1; i < std::size(cpu); ++i)
         if (at(cpu[i])) return c;
     } else {
+      // large products: 128 x 64 tiles of 8 x 4 (H200, f32 4096^3: 30.7 TFLOP/s against
+      // 26.2 for 64 x 64 of 4 x 4, 28.3 for 128 x 128 of 8 x 8; docs/bench/gpu-nvidia-h200.md)
+      static constexpr sizes large = {128, 64, 16, 8, 4};
+      const bool many = ceil_div(d.M, 128) * ceil_div(d.N, 64) * std::uint64_t(d.batches()) >= 1024;
+      if (!small && many && at(large)) return c;
       for (std::size_t i = small ? 1 : 0; i < std::size(gpu); ++i)
         if (at(gpu[i])) return c;
     }
