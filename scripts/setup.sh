@@ -22,6 +22,7 @@ packages=(
   python3 python3-matplotlib                      # scripts/bench_report.py (plots; a ctest runs it)
   python3-jinja2                                  # chat templates: Python's Jinja as a second reference (tests/text)
   libcli11-dev                                    # examples/transformer's argument parser (header-only CLI11)
+  libcpp-httplib-dev                              # examples/serve (the HTTP server)
 )
 
 # node and npm run the tokenizer tests' reference; a node installed otherwise (e.g. with
