@@ -5,6 +5,7 @@
 //
 //   serve MODEL_DIR [--host H] [--port P] [--backend cpu|vulkan] [--threads N]
 //         [--max-batch N] [--kv-memory MiB] [--queue N] [--tokenizer PATH] [--max-body KiB]
+//         [--weights f32|f16|bf16|int8|int4 (Llama)] [--lm-head bf16|f16|int8 (BitNet)]
 //
 //   POST /v1/completions       prompt as text or as token ids
 //   POST /v1/chat/completions  messages rendered by the tokenizer's chat template
@@ -12,16 +13,15 @@
 //
 // Threads: one worker runs the engine's steps; httplib's pool threads parse a request,
 // tokenize, submit it and then stream its tokens by polling its token_stream (they never
-// touch tensors). A stop string is matched here on the decoded text (the request is then
-// cancelled and ends with "stop"); an end-of-sequence id ends it in the engine and is left
-// out of the text. A streaming client that goes away is cancelled at its next write.
-// Bad input is a 4xx with an OpenAI error object, a full queue a 503 with Retry-After.
-// SIGTERM or SIGINT: stop accepting, let the running requests finish for up to --grace
-// seconds, cancel what is left, join the worker, exit 0.
+// touch tensors). --weights / --lm-head keep the weights as examples/transformer does
+// (default f32 for Llama, a bf16 table for BitNet). A stop string is matched here on the
+// decoded text (the request is then cancelled and ends with "stop"); an end-of-sequence id
+// ends it in the engine and is left out of the text. A streaming client that goes away is
+// cancelled at its next write. Bad input is a 4xx with an OpenAI error object, a full
+// queue a 503 with Retry-After.
+// SIGTERM or SIGINT: refuse new generation requests (503), let the running ones finish for
+// up to --grace seconds, cancel what is left, stop listening, join the worker, exit 0.
 #include <kiln/kiln.hpp>
-#include <kiln/models/architecture.hpp>
-#include <kiln/models/bitnet.hpp>
-#include <kiln/models/llama.hpp>
 #ifdef KILN_EXAMPLE_VULKAN
 #include <kiln/vulkan.hpp>
 #endif
@@ -34,6 +34,8 @@
 #include <CLI/CLI.hpp>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+
+#include "model_choice.hpp"  // the architecture and --weights / --lm-head dispatch (shared with transformer)
 #include <pthread.h>  // pthread_sigmask: SIGTERM goes to the thread that waits for it
 #include <signal.h>
 
@@ -68,6 +70,7 @@ using kiln::index_t;
 
 struct args {
   std::string dir, host = "127.0.0.1", backend = "cpu", tokenizer, name;
+  kiln_examples::model_choice model;
   int port = 8080;
   long threads = 0, max_batch = 16, kv_mib = 256, queue = 64, max_body_kib = 1024, grace = 30;
 };
@@ -753,6 +756,10 @@ int parse_args(int argc, char** argv, args& a) {
   app.add_option("--host", a.host, "address to listen on");
   app.add_option("--port", a.port, "port (0: any free one; the address is printed)")->check(CLI::Range(0, 65535));
   app.add_option("--backend", a.backend, "where to run")->check(CLI::IsMember({"cpu", "vulkan"}));
+  auto* weights = app.add_option("--weights", a.model.weights, "Llama: dtype the weights are kept in")
+                      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
+  auto* lm_head = app.add_option("--lm-head", a.model.lm_head, "BitNet: dtype of the embedding and tied LM head")
+                      ->check(CLI::IsMember({"bf16", "f16", "int8"}));
   app.add_option("--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--max-batch", a.max_batch, "sequences run at once")->check(CLI::Range(1L, 4096L));
   app.add_option("--kv-memory", a.kv_mib, "the paged KV cache's pool, MiB")->check(CLI::Range(1L, 1L << 20));
@@ -764,6 +771,8 @@ int parse_args(int argc, char** argv, args& a) {
   app.add_option("--served-model-name", a.name, "the model's name in the API (default: the directory's name)");
   try {
     app.parse(argc, argv);
+    a.model.has_weights = weights->count() > 0;
+    a.model.has_lm_head = lm_head->count() > 0;
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
@@ -772,16 +781,15 @@ int parse_args(int argc, char** argv, args& a) {
 
 /// The engine for the checkpoint in a.dir on ctx's backend.
 template <class B>
-std::unique_ptr<service> make_service(const kiln::context<B>& ctx, const args& a) {
+std::unique_ptr<service> make_service(const kiln::context<B>& ctx, const args& a, kiln::models::architecture arch) {
   const serving::engine_options o{.max_batch = static_cast<index_t>(a.max_batch),
                                   .kv_bytes = static_cast<std::size_t>(a.kv_mib) << 20,
                                   .max_queue = static_cast<index_t>(a.queue)};
-  if (kiln::models::architecture_of_dir(a.dir) == kiln::models::architecture::bitnet) {
-    using M = kiln::bitnet::model<B>;
-    return std::make_unique<model_service<M>>(M::load(ctx, a.dir), o, "BitNet b1.58, ternary projections, bf16 LM head");
-  }
-  using M = kiln::llama::model<float, B>;
-  return std::make_unique<model_service<M>>(M::load(ctx, a.dir), o, "Llama, f32 weights");
+  return kiln_examples::with_model(ctx, a.dir, arch, a.model, [&](auto&& load, const std::string& what) -> std::unique_ptr<service> {
+    auto m = load(0);  // the context: the config's, at most 4096 positions
+    using M = decltype(m);
+    return std::make_unique<model_service<M>>(std::move(m), o, what);
+  });
 }
 
 }  // namespace
@@ -798,6 +806,11 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that goes away is a failed write, not the end of the server
   try {
+    const auto arch = kiln::models::architecture_of_dir(a.dir);
+    if (const std::string bad = kiln_examples::model_choice_problem(arch, a.model); !bad.empty()) {
+      std::fprintf(stderr, "%s\nRun with --help for more information.\n", bad.c_str());
+      return 2;
+    }
     std::optional<kiln::text::tokenizer> tok;
     const std::filesystem::path tok_path = a.tokenizer.empty() ? std::filesystem::path(a.dir) / "tokenizer.json" : std::filesystem::path(a.tokenizer);
     if (std::filesystem::exists(tok_path)) tok.emplace(kiln::text::tokenizer::from_pretrained(tok_path));
@@ -812,7 +825,7 @@ int main(int argc, char** argv) {
     if (a.backend == "vulkan") {
 #ifdef KILN_EXAMPLE_VULKAN
       gpu.emplace();
-      svc = make_service(*gpu, a);
+      svc = make_service(*gpu, a, arch);
 #else
       std::fprintf(stderr, "serve: this build has no Vulkan backend (configure with -DKILN_VULKAN=ON)\n");
       return 2;
@@ -823,7 +836,7 @@ int main(int argc, char** argv) {
       } else {
         cpu.emplace();
       }
-      svc = make_service(*cpu, a);
+      svc = make_service(*cpu, a, arch);
     }
 
     server srv(a, *svc, std::move(tok), eos);

@@ -32,9 +32,6 @@
 // embedding and tied LM head as bf16 (default), f16 or int8. Activations and the KV cache
 // are float32.
 #include <kiln/kiln.hpp>
-#include <kiln/models/architecture.hpp>
-#include <kiln/models/bitnet.hpp>
-#include <kiln/models/llama.hpp>
 #ifdef KILN_EXAMPLE_VULKAN
 #include <kiln/vulkan.hpp>
 #endif
@@ -45,6 +42,8 @@
 #include <kiln/text/tokenizer.hpp>
 
 #include <CLI/CLI.hpp>
+
+#include "model_choice.hpp"  // the architecture and --weights / --lm-head dispatch (shared with serve)
 
 #include <algorithm>
 #include <chrono>
@@ -64,8 +63,9 @@
 namespace {
 
 struct args {
-  std::string dir, backend = "cpu", weights = "f32", lm_head = "bf16", logits, ids_text, tokenizer, system, prompt;
-  bool has_prompt = false, has_seed = false, has_weights = false, has_lm_head = false;
+  std::string dir, backend = "cpu", logits, ids_text, tokenizer, system, prompt;
+  kiln_examples::model_choice model;
+  bool has_prompt = false, has_seed = false;
   std::vector<std::int32_t> ids;
   long steps = 32, threads = 0, max_len = 0, repeat_last_n = 64;
   bool chat = false, ignore_eos = false, print_ids = false;
@@ -146,9 +146,9 @@ int parse(int argc, char** argv, args& a) {
                   ->check(CLI::ExistingPath);
   app.add_option("--steps,-n", a.steps, "tokens to generate (text: at most)")->check(CLI::PositiveNumber);
   app.add_option("--backend", a.backend, "where to run")->check(CLI::IsMember({"cpu", "vulkan"}));
-  auto* weights = app.add_option("--weights", a.weights, "Llama: dtype the weights are kept in")
+  auto* weights = app.add_option("--weights", a.model.weights, "Llama: dtype the weights are kept in")
                       ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
-  auto* lm_head = app.add_option("--lm-head", a.lm_head, "BitNet: dtype of the embedding and tied LM head")
+  auto* lm_head = app.add_option("--lm-head", a.model.lm_head, "BitNet: dtype of the embedding and tied LM head")
                       ->check(CLI::IsMember({"bf16", "f16", "int8"}));
   app.add_option("--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--max-len", a.max_len, "KV cache positions (0: prompt + steps)")->check(CLI::NonNegativeNumber);
@@ -173,8 +173,8 @@ int parse(int argc, char** argv, args& a) {
     if (ids->count()) a.ids = parse_ids(a.ids_text);
     a.has_prompt = prompt->count() > 0;
     a.has_seed = seed->count() > 0;
-    a.has_weights = weights->count() > 0;
-    a.has_lm_head = lm_head->count() > 0;
+    a.model.has_weights = weights->count() > 0;
+    a.model.has_lm_head = lm_head->count() > 0;
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
@@ -311,42 +311,13 @@ int main(int argc, char** argv) {
   if (const int rc = parse(argc, argv, a); rc >= 0) return rc;
   try {
     const auto arch = kiln::models::architecture_of_dir(a.dir);
-    if (arch == kiln::models::architecture::bitnet && a.has_weights) {
-      std::cerr << "--weights: a BitNet checkpoint's projections are ternary; --lm-head picks its table's dtype\n"
-                   "Run with --help for more information.\n";
-      return 2;
-    }
-    if (arch == kiln::models::architecture::llama && a.has_lm_head) {
-      std::cerr << "--lm-head: only for BitNet checkpoints (a Llama checkpoint's dtype is --weights)\n"
-                   "Run with --help for more information.\n";
+    if (const std::string bad = kiln_examples::model_choice_problem(arch, a.model); !bad.empty()) {
+      std::cerr << bad << "\nRun with --help for more information.\n";
       return 2;
     }
     const auto go = [&](const auto& ctx) {
-      using B = typename std::remove_cvref_t<decltype(ctx)>::backend_type;
-      if (arch == kiln::models::architecture::bitnet) {
-        const auto table = kiln::bitnet::table_dtype_from(a.lm_head);
-        return run(
-            ctx, a,
-            [&](kiln::index_t max_len) {
-              return kiln::bitnet::model<B>::load(ctx, a.dir, {.max_len = max_len, .lm_head = table});
-            },
-            std::string("BitNet b1.58, ternary projections, ") + kiln::bitnet::to_string(table) + " LM head");
-      }
-      kiln::llama::load_options lo;
-      if (a.weights == "int8") lo.quant = kiln::llama::weight_quant::int8;
-      if (a.weights == "int4") lo.quant = kiln::llama::weight_quant::int4;
-      const auto llama = [&]<class W>() {
-        return run(
-            ctx, a,
-            [&](kiln::index_t max_len) {
-              lo.max_len = max_len;
-              return kiln::llama::model<W, B>::load(ctx, a.dir, lo);
-            },
-            "Llama, " + a.weights + " weights");
-      };
-      if (a.weights == "f16") return llama.template operator()<kiln::half>();
-      if (a.weights == "bf16") return llama.template operator()<kiln::bfloat16>();
-      return llama.template operator()<float>();  // f32, int8, int4
+      return kiln_examples::with_model(ctx, a.dir, arch, a.model,
+                                       [&](auto&& load, const std::string& what) { return run(ctx, a, load, what); });
     };
     if (a.backend == "vulkan") {
 #ifdef KILN_EXAMPLE_VULKAN
