@@ -14,7 +14,8 @@ tiny_llama: vocabulary 97, context 64) and the tokenizer written for it
     usage chunk, data: [DONE]; chat chunks (role, then content);
   - stop strings (text cut before the match, finish_reason "stop"), seeds repeating;
   - every bad input: its status and an OpenAI error object; the server still answers after;
-  - a client that disconnects mid-stream is cancelled; /metrics' contents;
+  - a client that disconnects mid-stream is cancelled; the load generator
+    (scripts/serve_load.py) with valid, cancelled and malformed requests; /metrics' contents;
   - a model directory without tokenizer.json: ids served, a text prompt 400 naming the file;
   - a full queue: 503 with Retry-After; SIGTERM with a request in flight: it finishes, exit 0;
   - with --bitnet, the BitNet b1.58 fixture's greedy ids (example.transformer.bitnet_*'s).
@@ -336,6 +337,18 @@ def main_server_checks(srv):
     check(cancelled_once, "a disconnected stream was never cancelled in 5 tries")
     r = completion(srv, prompt=FIXTURE_PROMPT, max_tokens=10, return_token_ids=True)
     check(r["choices"][0]["token_ids"] == FIXTURE_IDS, "after the disconnect: %s" % r)
+
+    # the load generator (scripts/serve_load.py): valid, cancelled and malformed requests
+    # from 4 clients at once, each answered as it should be
+    load = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "serve_load.py")
+    r = subprocess.run([sys.executable, load, "--url", "http://%s:%d" % (srv.host, srv.port), "--clients", "4",
+                        "--requests", "40", "--prompt-lengths", "3,20", "--output-lengths", "5,30", "--cancel", "0.2",
+                        "--bad", "0.2", "--json"], capture_output=True, text=True, timeout=120)
+    rep = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
+    check(r.returncode == 0 and rep.get("failures") == 0 and rep.get("requests") == 40
+          and rep["completed"] + rep["cancelled"] + rep["malformed_answered"] == 40 and rep["malformed_answered"] > 0
+          and rep["completed"] > 0 and rep["ttft_ms"]["p50"] is not None,
+          "serve_load.py: rc %d %s %s" % (r.returncode, r.stdout, r.stderr[-2000:]))
 
     # metrics
     m = srv.metrics()
