@@ -10,6 +10,7 @@
 //   POST /v1/completions       prompt as text or as token ids
 //   POST /v1/chat/completions  messages rendered by the tokenizer's chat template
 //   GET  /health, /v1/models, /metrics (Prometheus text)
+//   GET  /                     a chat page (examples/serve_page.hpp) that streams replies
 //
 // Threads: one worker runs the engine's steps; httplib's pool threads parse a request,
 // tokenize, submit it and then stream its tokens by polling its token_stream (they never
@@ -36,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model_choice.hpp"  // the architecture and --weights / --lm-head dispatch (shared with transformer)
+#include "serve_page.hpp"    // the chat page at /
 #include <pthread.h>  // pthread_sigmask: SIGTERM goes to the thread that waits for it
 #include <signal.h>
 
@@ -235,6 +237,9 @@ class server {
     http.set_payload_max_length(static_cast<std::size_t>(a_.max_body_kib) * 1024);
     http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { completion(q, r, false); });
     http.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { completion(q, r, true); });
+    http.Get("/", [](const httplib::Request&, httplib::Response& r) {
+      r.set_content(kiln_examples::chat_page, "text/html; charset=utf-8");
+    });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
       r.set_content(json{{"status", stopping_ ? "stopping" : "ok"}}.dump(), "application/json");
       if (stopping_) r.status = 503;
