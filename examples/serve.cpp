@@ -638,6 +638,9 @@ class server {
     } catch (const api_error& e) {
       fail(e);
       return;
+    } catch (const json::exception& e) {  // a field of a type the checks above did not foresee
+      fail({400, std::string("the request has a field of the wrong type: ") + e.what(), "", "invalid_type"});
+      return;
     }
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(s->id());
     if (!j->stream) {

@@ -126,6 +126,17 @@ def metric(text, name):
     return float(m.group(1)) if m else None
 
 
+def quiet(srv):
+    """/metrics once no request runs (a client has its answer a moment before the engine
+    counts the request ended; the running count drops after that)."""
+    deadline = time.time() + 10
+    while True:
+        m = srv.metrics()
+        if metric(m, "kiln_requests_running") == 0 and metric(m, "kiln_queue_length") == 0 or time.time() > deadline:
+            return m
+        time.sleep(0.01)
+
+
 def completion(srv, **body):
     status, _, out = srv.post("/v1/completions", body)
     check(status == 200, "completion %s: status %d %s" % (body, status, out))
@@ -300,6 +311,9 @@ def main_server_checks(srv):
     is_error(srv, C, 400, body={"messages": "hi"}, param="messages")
     is_error(srv, C, 400, body={"messages": [{"content": "hi"}]}, param="messages[0]")
     is_error(srv, C, 400, body={"messages": [{"role": "user", "content": 5}]}, param="messages[0].content")
+    is_error(srv, C, 400, body={"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})
+    is_error(srv, C, 400, body={"messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": 1}},
+             param="include_usage")
     is_error(srv, "/v1/nothing", 404, body={"prompt": [1]})
     is_error(srv, "/nothing", 404, method="GET")
     # and the server still answers
@@ -313,7 +327,7 @@ def main_server_checks(srv):
     # end the request one way or the other
     cancelled_once = False
     for attempt in range(5):
-        m0 = srv.metrics()
+        m0 = quiet(srv)
         s = socket.create_connection((srv.host, srv.port), timeout=30)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         body = json.dumps({"prompt": [1], "max_tokens": CONTEXT, "stream": True, "ignore_eos": True}).encode()
@@ -400,9 +414,7 @@ def bare_server_checks(srv):
     # SIGTERM with a request in flight (its headers have come): it finishes, then exit 0.
     # First the last request's place must be free (a client has its answer a moment before
     # the engine counts the request ended)
-    deadline = time.time() + 10
-    while time.time() < deadline and metric(srv.metrics(), "kiln_requests_running") != 0:
-        time.sleep(0.01)
+    quiet(srv)
     c = http.client.HTTPConnection(srv.host, srv.port, timeout=60)
     c.request("POST", "/v1/completions", body=json.dumps({"prompt": [3], "max_tokens": CONTEXT, "stream": True,
                                                           "ignore_eos": True}), headers={"Content-Type": "application/json"})
