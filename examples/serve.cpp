@@ -40,6 +40,7 @@
 #include "serve_page.hpp"    // the chat page at /
 #include <pthread.h>  // pthread_sigmask: SIGTERM goes to the thread that waits for it
 #include <signal.h>
+#include <sys/socket.h>  // listen: a larger backlog than httplib's
 
 #include <algorithm>
 #include <array>
@@ -854,6 +855,14 @@ int main(int argc, char** argv) {
     const auto pool = static_cast<std::size_t>(a.max_batch + a.queue + 8);
     http.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
     srv.install(http);
+    // Debian's cpp-httplib 0.11 listens with a backlog of 5, which many clients connecting
+    // at once overflow (the kernel drops or resets their connections): the listening
+    // socket is kept here and listen() called again with a larger backlog
+    int listen_fd = -1;
+    http.set_socket_options([&](socket_t fd) {
+      httplib::default_socket_options(fd);
+      listen_fd = fd;
+    });
     int port = a.port;
     if (port == 0) {
       port = http.bind_to_any_port(a.host);
@@ -863,6 +872,9 @@ int main(int argc, char** argv) {
     if (port < 0) {
       std::fprintf(stderr, "serve: cannot listen on %s:%d\n", a.host.c_str(), a.port);
       return 1;
+    }
+    if (listen_fd >= 0 && ::listen(listen_fd, 1024) != 0) {
+      std::fprintf(stderr, "serve: listen(backlog 1024) failed; keeping httplib's backlog of 5\n");
     }
     std::printf("serve: %s (%s, context %lld, %s) listening on http://%s:%d\n", a.dir.c_str(), svc->describe().c_str(),
                 static_cast<long long>(svc->context()), a.backend.c_str(), a.host.c_str(), port);
