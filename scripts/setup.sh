@@ -23,6 +23,7 @@ packages=(
   python3-jinja2                                  # chat templates: Python's Jinja as a second reference (tests/text)
   libcli11-dev                                    # examples/transformer's argument parser (header-only CLI11)
   libcpp-httplib-dev                              # examples/serve (the HTTP server)
+  chromium                                       # example.serve.chat_page: the chat page in a headless browser
 )
 
 # node and npm run the tokenizer tests' reference; a node installed otherwise (e.g. with
