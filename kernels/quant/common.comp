@@ -7,6 +7,7 @@
 //                   rounded divisions (kiln_div, in integers: a GPU's division need not be
 //                   exact, and the CPU kernels divide in IEEE arithmetic); a NaN / Inf row
 //                   gets inv = 0 and scale NaN (its outputs are NaN), an all-zero row 0, 0
+//   kiln_code       the plain path's code - OFFSET of one weight of a code word
 //   kiln_xword      x_q = clamp(roundEven(x * inv), -127, 127) of weights k .. k + 3 of
 //                   the row starting at position xrow (0 past K), little-endian bytes
 //   KILN_DOT 1      (a device with shaderIntegerDotProduct): KILN_DOT4(a, b), the dot
@@ -45,6 +46,17 @@ uint kiln_sfield(uint cw, uint s) {
 #endif
 }
 #endif
+
+// The plain path's code: weight b (0..3) of field s of code word cw (KILN_FLIP applied) as
+// code - OFFSET: ternary by a subtraction, int8 and int4 by a sign-extending extract of
+// the flipped field (matvec.comp, matvec_split.comp and tiled.comp, so they agree).
+int kiln_code(uint cw, uint b, uint s) {
+#if KILN_BITS == 2
+  return int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
+#else
+  return bitfieldExtract(int(cw), int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
+#endif
+}
 
 // a (finite, > 0) as m * 2^e with m in [2^23, 2^24)
 uint kiln_split(float a, out int e) {

@@ -102,11 +102,7 @@ void main() {
             uint cw = qw < 4u ? w0[j][qw] : w1[j][qw - 4u];
             int sum = 0;
             [[unroll]] for (uint b = 0u; b < 4u; ++b) {
-#if KILN_BITS == 2
-              int cv = int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
-#else
-              int cv = bitfieldExtract(int(cw), int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
-#endif
+              int cv = kiln_code(cw, b, s);
               sum += xv[b] * cv;
             }
             part[j * KILN_FIELDS + s] += sum;

@@ -88,11 +88,7 @@ void main() {
           int sum = 0;
           [[unroll]] for (uint b = 0u; b < 4u; ++b) {
             int xv = bitfieldExtract(xw, int(8u * b), 8);
-#if KILN_BITS == 2
-            int cv = int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
-#else
-            int cv = bitfieldExtract(int(cw), int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
-#endif
+            int cv = kiln_code(cw, b, s);
             sum += xv * cv;
           }
           part[s] += sum;

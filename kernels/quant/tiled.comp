@@ -154,11 +154,7 @@ void main() {
             [[unroll]] for (uint j = 0u; j < TN; ++j) {
               uint cw = wv[j][e];
               [[unroll]] for (uint b = 0u; b < 4u; ++b) {
-#if KILN_BITS == 2
-                int cv = int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
-#else
-                int cv = bitfieldExtract(int(cw), int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
-#endif
+                int cv = kiln_code(cw, b, s);
 #if KILN_QF
                 float cf = float(cv);
                 [[unroll]] for (uint i = 0u; i < TM; ++i) part[i * TN + j] = fma(xv[i * 4u + b], cf, part[i * TN + j]);

@@ -1927,6 +1927,7 @@ inline constexpr std::string_view quant_common = R"kiln_glsl(// kernels/quant/co
 //                   rounded divisions (kiln_div, in integers: a GPU's division need not be
 //                   exact, and the CPU kernels divide in IEEE arithmetic); a NaN / Inf row
 //                   gets inv = 0 and scale NaN (its outputs are NaN), an all-zero row 0, 0
+//   kiln_code       the plain path's code - OFFSET of one weight of a code word
 //   kiln_xword      x_q = clamp(roundEven(x * inv), -127, 127) of weights k .. k + 3 of
 //                   the row starting at position xrow (0 past K), little-endian bytes
 //   KILN_DOT 1      (a device with shaderIntegerDotProduct): KILN_DOT4(a, b), the dot
@@ -1965,6 +1966,17 @@ uint kiln_sfield(uint cw, uint s) {
 #endif
 }
 #endif
+
+// The plain path's code: weight b (0..3) of field s of code word cw (KILN_FLIP applied) as
+// code - OFFSET: ternary by a subtraction, int8 and int4 by a sign-extending extract of
+// the flipped field (matvec.comp, matvec_split.comp and tiled.comp, so they agree).
+int kiln_code(uint cw, uint b, uint s) {
+#if KILN_BITS == 2
+  return int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
+#else
+  return bitfieldExtract(int(cw), int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
+#endif
+}
 
 // a (finite, > 0) as m * 2^e with m in [2^23, 2^24)
 uint kiln_split(float a, out int e) {
@@ -2177,11 +2189,7 @@ void main() {
             uint cw = qw < 4u ? w0[j][qw] : w1[j][qw - 4u];
             int sum = 0;
             [[unroll]] for (uint b = 0u; b < 4u; ++b) {
-#if KILN_BITS == 2
-              int cv = int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
-#else
-              int cv = bitfieldExtract(int(cw), int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
-#endif
+              int cv = kiln_code(cw, b, s);
               sum += xv[b] * cv;
             }
             part[j * KILN_FIELDS + s] += sum;
@@ -2306,11 +2314,7 @@ void main() {
           int sum = 0;
           [[unroll]] for (uint b = 0u; b < 4u; ++b) {
             int xv = bitfieldExtract(xw, int(8u * b), 8);
-#if KILN_BITS == 2
-            int cv = int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
-#else
-            int cv = bitfieldExtract(int(cw), int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
-#endif
+            int cv = kiln_code(cw, b, s);
             sum += xv * cv;
           }
           part[s] += sum;
@@ -2539,11 +2543,7 @@ void main() {
             [[unroll]] for (uint j = 0u; j < TN; ++j) {
               uint cw = wv[j][e];
               [[unroll]] for (uint b = 0u; b < 4u; ++b) {
-#if KILN_BITS == 2
-                int cv = int(bitfieldExtract(cw, int(8u * b + 2u * s), 2)) - 1;
-#else
-                int cv = bitfieldExtract(int(cw), int(8u * b + uint(KILN_BITS) * s), KILN_BITS);
-#endif
+                int cv = kiln_code(cw, b, s);
 #if KILN_QF
                 float cf = float(cv);
                 [[unroll]] for (uint i = 0u; i < TM; ++i) part[i * TN + j] = fma(xv[i * 4u + b], cf, part[i * TN + j]);
