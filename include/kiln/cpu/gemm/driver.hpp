@@ -4,8 +4,9 @@
 // Rows of the product are (batch, m) pairs; when b has no batch of its own, every batch
 // of a is one tall matrix (rows = batches * M) and the product one GEMM. Paths, chosen per
 // product by choose_path() (kiln::kernel_variant names them):
-//   dot     rows <= 4 and b k-contiguous (an nn.Linear weight read as its transpose): each
-//           output a dot product, b streamed once at memory speed, nothing packed.
+//   dot     rows <= dot_max_rows and b k-contiguous (an nn.Linear weight read as its
+//           transpose): each output a dot product, b streamed once at memory speed,
+//           nothing packed (past 4 rows, groups of 4 take each few columns in turn).
 //   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
 //   rows_dot  N <= 4 (tall and skinny, a matrix times a vector): dot products of a's rows
 //           with b's few columns; a is read once and never packed.
@@ -43,11 +44,17 @@ namespace cpu_gemm {
 
 enum class path { zeros, dot, stream, rows_dot, packed };
 
+/// The most rows the dot path takes. A few rows against a k-contiguous b (the decode step
+/// of a batch of sequences) read b once there; the packed path would convert and pack all
+/// of b for them and fill a fraction of its MR-row tile. Measured on f16 weights
+/// [11264, 2048] at 2 threads (Zen 4, AVX-512): see dot_row_groups().
+inline constexpr index_t dot_max_rows = 16;
+
 /// The path for a product of `rows` rows with b's strides (brs along k, bcs along n).
 template <class A>
 path choose_path(const matmul_dims& d, index_t rows, index_t brs, index_t bcs) {
   if (d.K == 0) return path::zeros;
-  if (rows <= 4 && (brs == 1 || d.K == 1)) return path::dot;
+  if (rows <= dot_max_rows && (brs == 1 || d.K == 1)) return path::dot;
   if (rows <= tile<A>::MR && (bcs == 1 || d.N == 1)) return path::stream;
   if (d.N <= 4) return path::rows_dot;
   return path::packed;
@@ -261,6 +268,48 @@ struct gemm {
       for (; n < n1; ++n) dot<A, R, 1>(K_, abuf, b + n * bcs, bcs, vals + (n - n0), w);
       for (int r = 0; r < R; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
     });
+  }
+
+  /// 5 to dot_max_rows rows against a k-contiguous b: groups of four rows (the last one
+  /// shorter) take each GB columns in turn, so that the columns just read serve every
+  /// group from the L1 and b streams from memory once; the rows of a stay in the L2.
+  void dot_row_groups(const problem& pr, int threads) const {
+    const index_t K_ = K(), N_ = N(), rows = pr.rows();
+    float* abuf = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * K_) * sizeof(float)));
+    for (index_t r = 0; r < rows; ++r) {
+      const float* row = a_row(pr.r0 + r, 0, K_, abuf + r * K_);
+      if (row != abuf + r * K_) std::copy(row, row + K_, abuf + r * K_);
+    }
+    const BT* b = op.b + pr.boff;
+    const index_t bcs = op.bcs;
+    // 4 x GB accumulators, 4 rows and a column in registers: 21 of AVX-512's 32, 13 of
+    // AVX2's 16
+    constexpr int GB = simd::is_avx512<A> ? 4 : 2;
+    const index_t chunk = std::max<index_t>(GB * 4, round_up(ceil_div(N_, index_t(threads) * 32), GB));
+    const index_t tasks = ceil_div(N_, chunk);
+    cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
+      const index_t n0 = t * chunk, n1 = std::min(N_, n0 + chunk), w = n1 - n0;
+      float* vals = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * w) * sizeof(float)));
+      index_t n = n0;
+      for (; n + GB <= n1; n += GB) {
+        for (index_t g = 0; g < rows; g += 4) dot_group<GB>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w);
+      }
+      for (; n < n1; ++n) {
+        for (index_t g = 0; g < rows; g += 4) dot_group<1>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w);
+      }
+      for (index_t r = 0; r < rows; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
+    });
+  }
+
+  /// dot() of min(left, 4) rows against NB columns.
+  template <int NB>
+  static void dot_group(index_t left, index_t K_, const float* a, const BT* b, index_t bcs, float* out, index_t ldo) {
+    switch (left) {
+      case 1: dot<A, 1, NB>(K_, a, b, bcs, out, ldo); break;
+      case 2: dot<A, 2, NB>(K_, a, b, bcs, out, ldo); break;
+      case 3: dot<A, 3, NB>(K_, a, b, bcs, out, ldo); break;
+      default: dot<A, 4, NB>(K_, a, b, bcs, out, ldo); break;
+    }
   }
 
   /// Rows <= MR against a row-major b read in place.
@@ -524,7 +573,8 @@ struct gemm {
           case 1: dot_rows<1>(pr, threads); break;
           case 2: dot_rows<2>(pr, threads); break;
           case 3: dot_rows<3>(pr, threads); break;
-          default: dot_rows<4>(pr, threads); break;
+          case 4: dot_rows<4>(pr, threads); break;
+          default: dot_row_groups(pr, threads); break;
         }
         break;
       case path::stream: stream(pr, threads); break;
