@@ -31,9 +31,16 @@
 // them (packed, or bf16 master weights quantized at load), and --lm-head keeps the
 // embedding and tied LM head as bf16 (default), f16 or int8. Activations and the KV cache
 // are float32.
+// Tensor parallelism (a build with kiln::dist, MPI): `mpirun -np N transformer MODEL_DIR
+// --tp N ...` splits the model over the N ranks (kiln/dist/tensor_parallel.hpp: each loads
+// its heads, FFN columns and vocabulary rows); rank 0 reads the prompt and prints, every
+// rank runs the same steps; each rank reports the weights it holds on standard error.
 #include <kiln/kiln.hpp>
 #ifdef KILN_EXAMPLE_VULKAN
 #include <kiln/vulkan.hpp>
+#endif
+#ifdef KILN_DIST
+#include <kiln/dist/dist.hpp>
 #endif
 #include <kiln/sampling.hpp>  // after kiln/vulkan.hpp: with its Vulkan kernel
 #include <kiln/text/chat_template.hpp>
@@ -51,6 +58,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -67,7 +75,9 @@ struct args {
   kiln_examples::model_choice model;
   bool has_prompt = false, has_seed = false;
   std::vector<std::int32_t> ids;
-  long steps = 32, threads = 0, max_len = 0, repeat_last_n = 64;
+  long steps = 32, threads = 0, max_len = 0, repeat_last_n = 64, tp = 1;
+  int rank = 0;  // with --tp: this process's rank; share(v) gives every rank rank 0's v
+  std::function<void(std::vector<std::int32_t>&)> share;
   bool chat = false, ignore_eos = false, print_ids = false;
   std::uint64_t seed = 0;
   kiln::sampling_options sampling;
@@ -151,6 +161,7 @@ int parse(int argc, char** argv, args& a) {
   auto* lm_head = app.add_option("--lm-head", a.model.lm_head, "BitNet: dtype of the embedding and tied LM head")
                       ->check(CLI::IsMember({"bf16", "f16", "int8"}));
   app.add_option("--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--tp", a.tp, "tensor-parallel ranks (run under mpirun -np N; needs kiln::dist)")->check(CLI::PositiveNumber);
   app.add_option("--max-len", a.max_len, "KV cache positions (0: prompt + steps)")->check(CLI::NonNegativeNumber);
   app.add_option("--logits", a.logits, "write each step's logits (float32 rows) to FILE");
   app.add_option("--temperature,--temp", a.sampling.temperature, "0: greedy (default); > 0: sample")
@@ -205,7 +216,8 @@ int run(const kiln::context<B>&, const args& a, Load&& load, const std::string& 
   if (text) {
     tio.tok.emplace(kiln::text::tokenizer::from_pretrained(a.tokenizer.empty() ? a.dir : a.tokenizer));
     std::string p;
-    if (a.has_prompt) {
+    if (a.rank != 0) {  // rank 0 reads and encodes the prompt, then shares its ids
+    } else if (a.has_prompt) {
       p = a.prompt;
     } else {
       p.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
@@ -219,8 +231,9 @@ int run(const kiln::context<B>&, const args& a, Load&& load, const std::string& 
     } else {
       enc = tio.tok->encode(p);
     }
-    if (enc.empty()) throw kiln::error("transformer: the prompt encodes to no tokens");
     prompt.assign(enc.begin(), enc.end());
+    if (a.share) a.share(prompt);
+    if (prompt.empty()) throw kiln::error("transformer: the prompt encodes to no tokens");
     if (!a.ignore_eos) {  // the model's (generation_config.json, config.json), else the tokenizer's eos_token
       tio.eos = kiln::text::eos_token_ids(a.dir);
       if (tio.eos.empty() && tio.tok->eos_id()) tio.eos.push_back(static_cast<std::int32_t>(*tio.tok->eos_id()));
@@ -230,13 +243,22 @@ int run(const kiln::context<B>&, const args& a, Load&& load, const std::string& 
   const auto t0 = clock::now();
   auto m = load(a.max_len > 0 ? a.max_len : static_cast<kiln::index_t>(prompt.size()) + a.steps);
   const auto t1 = clock::now();
+  if (a.share) {  // every rank's share of the weights (and the process's resident memory)
+    long rss_kb = 0;
+    std::ifstream st("/proc/self/status");
+    for (std::string line; std::getline(st, line);) {
+      if (line.rfind("VmRSS:", 0) == 0) rss_kb = std::atol(line.c_str() + 6);
+    }
+    std::fprintf(stderr, "rank %d of %ld: %.1f MB of weights held, %.1f MB resident\n", a.rank, a.tp, m.weight_bytes() / 1e6,
+                 double(rss_kb) / 1e3);
+  }
   if (static_cast<kiln::index_t>(prompt.size()) + a.steps - 1 > m.capacity()) {
     throw kiln::shape_error("transformer: " + std::to_string(prompt.size()) + " prompt tokens and " + std::to_string(a.steps) +
                             " steps need " + std::to_string(prompt.size() + std::size_t(a.steps) - 1) +
                             " cache positions; --max-len is " + std::to_string(m.capacity()));
   }
   std::ofstream out;
-  if (!a.logits.empty()) {
+  if (!a.logits.empty() && a.rank == 0) {
     out.open(a.logits, std::ios::binary | std::ios::trunc);
     if (!out) throw kiln::error("transformer: cannot write " + a.logits);
   }
@@ -244,8 +266,13 @@ int run(const kiln::context<B>&, const args& a, Load&& load, const std::string& 
   // the chooser: today's greedy argmax where nothing else is asked, else kiln::sample
   kiln::sampling_options so = a.sampling;
   so.seed = a.has_seed ? a.seed : std::random_device{}();
+  if (a.share) {  // rank 0's seed on every rank: the same choices everywhere
+    std::vector<std::int32_t> s{static_cast<std::int32_t>(so.seed & 0xffffffffu), static_cast<std::int32_t>(so.seed >> 32)};
+    a.share(s);
+    so.seed = std::uint64_t(std::uint32_t(s[0])) | (std::uint64_t(std::uint32_t(s[1])) << 32);
+  }
   const bool plain_greedy = so.temperature == 0.0f && so.repeat_penalty == 1.0f && so.presence_penalty == 0.0f;
-  if (!plain_greedy && so.temperature > 0.0f && !a.has_seed) std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(so.seed));
+  if (!plain_greedy && so.temperature > 0.0f && !a.has_seed && a.rank == 0) std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(so.seed));
   kiln::sampler sampler(so, static_cast<std::size_t>(a.repeat_last_n));
   sampler.accept(prompt);
   const auto choose = [&](const kiln::tensor<float, B>& logits) {
@@ -284,6 +311,7 @@ int run(const kiln::context<B>&, const args& a, Load&& load, const std::string& 
     for (std::size_t i = 0; i < v.size(); ++i) line += (i ? "," : "") + std::to_string(v[i]);
     return line;
   };
+  if (a.rank != 0) return 0;  // rank 0 prints
   // stats: on standard output after ids (as before), on standard error after text
   std::FILE* stats = text ? stderr : stdout;
   if (text) {
@@ -309,15 +337,50 @@ int run(const kiln::context<B>&, const args& a, Load&& load, const std::string& 
 int main(int argc, char** argv) {
   args a;
   if (const int rc = parse(argc, argv, a); rc >= 0) return rc;
+#ifdef KILN_DIST
+  std::optional<kiln::dist::environment> env;  // MPI's start and end, with --tp
+  std::optional<kiln::dist::communicator> comm;
+#endif
   try {
+    if (a.tp > 1) {
+#ifdef KILN_DIST
+      env.emplace(argc, argv);
+      comm.emplace(kiln::dist::communicator::world());
+      if (comm->size() != a.tp) {
+        throw kiln::error("--tp " + std::to_string(a.tp) + " but mpirun started " +
+                          std::to_string(comm->size()) + " ranks (mpirun -np " + std::to_string(a.tp) + ")");
+      }
+      a.rank = comm->rank();
+      a.share = [&](std::vector<std::int32_t>& v) {
+        std::vector<std::int32_t> n{static_cast<std::int32_t>(v.size())};
+        kiln::context<kiln::cpu<>> host(kiln::threads{1});
+        auto count = kiln::from_host(host, kiln::shape{1}, std::span<const std::int32_t>(n));
+        comm->broadcast(count, 0);
+        v.resize(static_cast<std::size_t>(count.to_host()[0]));
+        if (v.empty()) return;
+        auto t = kiln::from_host(host, kiln::shape{kiln::index_t(v.size())}, std::span<const std::int32_t>(v));
+        comm->broadcast(t, 0);
+        v = t.to_host();
+      };
+      if (a.rank != 0) std::cout.setstate(std::ios::failbit);  // rank 0 prints
+#else
+      std::cerr << "transformer: --tp needs a build with kiln::dist (MPI: configure with -DKILN_MPI=ON, libopenmpi-dev)\n";
+      return 2;
+#endif
+    }
     const auto arch = kiln::models::architecture_of_dir(a.dir);
     if (const std::string bad = kiln_examples::model_choice_problem(arch, a.model); !bad.empty()) {
       std::cerr << bad << "\nRun with --help for more information.\n";
       return 2;
     }
     const auto go = [&](const auto& ctx) {
-      return kiln_examples::with_model(ctx, a.dir, arch, a.model,
-                                       [&](auto&& load, const std::string& what) { return run(ctx, a, load, what); });
+      using B = typename std::remove_cvref_t<decltype(ctx)>::backend_type;
+      kiln::models::tensor_parallel<B> tp;
+#ifdef KILN_DIST
+      if (comm) tp = kiln::dist::tensor_parallel(ctx, *comm);
+#endif
+      return kiln_examples::with_model(
+          ctx, a.dir, arch, a.model, [&](auto&& load, const std::string& what) { return run(ctx, a, load, what); }, tp);
     };
     if (a.backend == "vulkan") {
 #ifdef KILN_EXAMPLE_VULKAN

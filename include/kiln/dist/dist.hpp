@@ -7,3 +7,4 @@
 #include "kiln/dist/communicator.hpp"
 #include "kiln/dist/environment.hpp"
 #include "kiln/dist/error.hpp"
+#include "kiln/dist/tensor_parallel.hpp"  // kiln::dist::tensor_parallel: a decoder split over the ranks

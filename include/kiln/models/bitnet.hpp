@@ -33,6 +33,17 @@
 // when the config unties them), kept as bf16, f16 or int8 (load_options::lm_head; int8:
 // absmax per row, the head's activations quantized per token, the embedding rows
 // dequantized on lookup). Norm weights, activations, the KV cache and the logits are f32.
+//
+// Tensor parallelism (models/tensor_parallel.hpp; over MPI: kiln/dist/tensor_parallel.hpp)
+// splits as kiln::llama does (heads, FFN columns, vocabulary; an all-reduce of h after
+// o_proj and after down_proj), with two things of BitNet's own at each row-parallel
+// product: the sub-norm (attn_sub_norm, ffn_sub_norm) spans the whole row, so its sum of
+// squares is all-reduced ([n, 1]); and bitlinear quantizes each row by its max|x| over the
+// whole row, so the ranks all-gather their rows' maxima ([1, n] each) and every rank
+// appends the largest as one more column of x, against a weight column of code 0: each
+// rank's kernel then quantizes with the whole row's max|x| and the extra column adds
+// nothing. Master weights are quantized with the whole tensor's absmean (sum of |W| over
+// the ranks' slices, all-reduced at load).
 #pragma once
 
 #include <algorithm>
@@ -51,6 +62,7 @@
 #include "kiln/models/checkpoint.hpp"
 #include "kiln/models/decoder_state.hpp"
 #include "kiln/models/hf_config.hpp"
+#include "kiln/models/tensor_parallel.hpp"
 #include "kiln/models/weights.hpp"
 #if defined(KILN_LLAMA_INSTANCES) && KILN_LLAMA_INSTANCES_VULKAN
 #include "kiln/vulkan.hpp"  // the Vulkan decoder declared extern at the end of this file
@@ -211,12 +223,16 @@ class model : public models::decoder_state<model<B>, B> {
   /// layout. Throws kiln::format_error for a config of another architecture, or a tensor
   /// that is missing, misshapen, of a dtype it cannot be, a packed weight without its
   /// weight_scale or holding the unused code 3, naming the tensor and its file.
-  static model load(const context<B>& ctx, const std::string& dir, load_options opt = {});
+  /// With tp of more than one rank: this rank's slices only (see the top of this file);
+  /// kiln::shape_error naming the heads and ranks when they do not split into whole heads.
+  static model load(const context<B>& ctx, const std::string& dir, load_options opt = {},
+                    models::tensor_parallel<B> tp = {});
 
-  /// A model from weights already on ctx's device. Throws kiln::shape_error when a
-  /// weight's shape disagrees with cfg.
+  /// A model from weights already on ctx's device (with tp: this rank's slices, wo and
+  /// wdown with their extra zero column). Throws kiln::shape_error when a weight's shape
+  /// disagrees with cfg.
   model(const context<B>& ctx, const config& cfg, table<B> embed, std::vector<layer> layers, tensor<float, B> norm,
-        table<B> lm_head, load_options opt = {});
+        table<B> lm_head, load_options opt = {}, models::tensor_parallel<B> tp = {});
 
   /// Runs ids at the next positions (see kiln::llama::model::forward): float logits
   /// [n, vocab] for every new position when all_positions, else [1, vocab] for the last.
@@ -233,7 +249,7 @@ class model : public models::decoder_state<model<B>, B> {
   /// them or as many as fit in `bytes`.
   paged_kv_cache<float, B> make_paged_cache(index_t block_size, index_t blocks, std::size_t bytes = 0) const {
     return paged_kv_cache<float, B>(*ctx_, {.layers = cfg_.num_hidden_layers,
-                                            .kv_heads = cfg_.num_key_value_heads,
+                                            .kv_heads = shard_.kv_heads,
                                             .head_dim = cfg_.head_dim,
                                             .block_size = block_size,
                                             .blocks = blocks,
@@ -243,6 +259,19 @@ class model : public models::decoder_state<model<B>, B> {
   const config& cfg() const noexcept { return cfg_; }
   const std::vector<layer>& layers() const noexcept { return layers_; }
   const table<B>& lm_head() const noexcept { return head_; }
+  /// The heads, FFN columns and vocabulary rows this rank holds (all of them alone).
+  const models::tp_shard& shard() const noexcept { return shard_; }
+  /// Bytes of weights this rank holds (the embedding's included).
+  double weight_bytes() const noexcept {
+    const auto first = [](const table<B>& t) -> const void* {  // a table's first block's storage
+      if (!t.t16h.blocks.empty()) return t.t16h.blocks[0].storage().get();
+      if (!t.t16b.blocks.empty()) return t.t16b.blocks[0].storage().get();
+      if (!t.t16b.q8.empty()) return t.t16b.q8[0].codes().storage().get();
+      return nullptr;
+    };
+    const void* e = first(embed_);
+    return weight_bytes_per_token() + (e != nullptr && e == first(head_) ? 0.0 : embed_.bytes());
+  }
   /// Bytes of weights read per decode step: every ternary matrix (codes and scales), the
   /// LM head and the norms (the embedding row aside).
   double weight_bytes_per_token() const noexcept {
@@ -255,12 +284,41 @@ class model : public models::decoder_state<model<B>, B> {
   }
 
  private:
+  /// After a row-parallel product: the sum of the ranks' partial h (rank 0's holds the residual).
+  void reduce(const tensor<float, B>& h) const {
+    if (shard_.split()) tp_.all_reduce_sum(h);
+  }
+  bool residual() const noexcept { return shard_.rank == 0; }
+  void embed(tensor<float, B>& h, std::span<const std::int32_t> ids) const;
+  tensor<float, B> logits_of(const tensor<float, B>& xf) const {
+    const auto project = [&](tensor<float, B>& out) {
+      if (head_.dtype == table_dtype::f16) models::project(out, xf, head_.t16h, false);
+      else models::project(out, xf, head_.t16b, false);
+    };
+    const index_t rows = xf.shape()[0];
+    if (!shard_.split()) {
+      auto logits = empty<float>(*ctx_, {rows, cfg_.vocab_size});
+      project(logits);
+      return logits;
+    }
+    return models::gather_logits(*ctx_, rows, cfg_.vocab_size, shard_, tp_, project);
+  }
+  /// h (+)= bitlinear(rms_norm(x, norm), w), w a row-parallel projection: alone, the norm
+  /// then the product; split, into xe [n, K + 1] the norm of the whole row (its sum of
+  /// squares all-reduced), the row's max|.| over every rank appended (see the top of the
+  /// file), then the product, whose partial sums the all-reduce of h adds up.
+  template <class X>
+  void sub_norm_project(tensor<float, B>& h, tensor<float, B>& xe, const X& x, const tensor<float, B>& norm,
+                        const ternary_matrix<B>& w, index_t whole) const;
+
   const context<B>* ctx_;
   config cfg_;
   table<B> embed_;
   std::vector<layer> layers_;
   tensor<float, B> norm_;
   table<B> head_;
+  models::tensor_parallel<B> tp_;
+  models::tp_shard shard_;
 };
 
 namespace detail {
@@ -294,14 +352,21 @@ struct ternary_part {
   float scale = 0.0f;
 };
 
-/// Loads projection `name` (name.weight, [rows, cols] logically) in either layout.
+/// Loads projection `name` (name.weight, [rows, cols] logically) in either layout: its rows
+/// [r0, r1) and columns [c0, c1) (a tensor-parallel rank's slice; alone, all of them), and
+/// `extra` more columns of code 0. Master weights of a slice are quantized with the whole
+/// tensor's absmean (tp sums |W| over the ranks; a slice that `replicas` ranks hold counts
+/// once).
 template <class B>
 ternary_part<B> load_ternary(const context<B>& ctx, const checkpoint& ck, const std::string& name, index_t rows,
-                             index_t cols) {
+                             index_t cols, index_t r0, index_t r1, index_t c0, index_t c1, index_t extra,
+                             const models::tensor_parallel<B>& tp, index_t replicas) {
   const std::string wname = name + ".weight";
   const auto& i = ck.info(wname);  // format_error naming the directory when missing
   const std::string where = "kiln::bitnet: " + ck.path_of(wname) + ": '" + wname + "'";
-  const index_t chunks = kiln::detail::chunks_for<quant::ternary>(cols), words = chunks * 8;
+  const index_t full_rows = rows, full_cols = cols;
+  const index_t K = c1 - c0 + extra;  // the slice's in_features
+  const index_t chunks = kiln::detail::chunks_for<quant::ternary>(K), words = chunks * 8;
   if (i.dtype == "U8") {
     if (rows % 4 != 0) {
       throw format_error(where + ": a packed weight needs out_features divisible by 4; the config gives " +
@@ -322,23 +387,23 @@ ternary_part<B> load_ternary(const context<B>& ctx, const checkpoint& ck, const 
     // Output row i*R + r: bits 2i..2i+1 of packed row r (code + 1), to kiln's layout: byte
     // j of chunk c holds weights 128c + 32s + j in bits 2s..2s+1, also as code + 1.
     const auto* src = reinterpret_cast<const std::uint8_t*>(ck.bytes(wname).data());
-    std::vector<std::int32_t> host(static_cast<std::size_t>(rows * words), 0);
+    std::vector<std::int32_t> host(static_cast<std::size_t>((r1 - r0) * words), 0);
     auto* dst = reinterpret_cast<std::uint8_t*>(host.data());
-    for (index_t n = 0; n < rows; ++n) {
+    for (index_t n = r0; n < r1; ++n) {
       const index_t r = n % R, shift = 2 * (n / R);
-      const std::uint8_t* in = src + r * cols;
-      std::uint8_t* out = dst + n * words * 4;
+      const std::uint8_t* in = src + r * cols + c0;
+      std::uint8_t* out = dst + (n - r0) * words * 4;
       for (index_t c = 0; c < chunks; ++c) {
         for (int j = 0; j < 32; ++j) {
           unsigned byte = 0;
           for (int s = 0; s < 4; ++s) {
             const index_t k = c * 128 + 32 * s + j;
-            unsigned v = 1;  // padding: code 0
-            if (k < cols) {
+            unsigned v = 1;  // padding (and the extra columns): code 0
+            if (k < c1 - c0) {
               v = (in[k] >> shift) & 3u;
               if (v == 3) {
                 throw format_error(where + " holds the unused code 3 at packed row " + std::to_string(r) + ", column " +
-                                   std::to_string(k) + " (bits " + std::to_string(shift) + ".." +
+                                   std::to_string(c0 + k) + " (bits " + std::to_string(shift) + ".." +
                                    std::to_string(shift + 1) + "); a packed code is -1, 0 or 1 plus 1");
               }
             }
@@ -348,31 +413,59 @@ ternary_part<B> load_ternary(const context<B>& ctx, const checkpoint& ck, const 
         }
       }
     }
-    return {from_host(ctx, shape{rows, words}, std::span<const std::int32_t>(host)), 1.0f / ws};
+    return {from_host(ctx, shape{r1 - r0, words}, std::span<const std::int32_t>(host)), 1.0f / ws};
   }
   if (i.dtype == "F32" || i.dtype == "F16" || i.dtype == "BF16") {
     // master weights: absmean per tensor (BitNet divides by max(gamma, 1e-5); kiln's eps
     // is added, so 0 here gives 1 / gamma, the same for any real weight)
-    const auto w = ck.load<float>(ctx, wname, {rows, cols});
-    const auto q = kiln::quantize<quant::ternary>(w, {.eps = 0.0f});
-    return {q.codes(), q.scales().to_host()[0]};
+    if (tp.size <= 1 && extra == 0 && r1 - r0 == full_rows && c1 - c0 == full_cols) {
+      const auto w = ck.load<float>(ctx, wname, {rows, cols});
+      const auto q = kiln::quantize<quant::ternary>(w, {.eps = 0.0f});
+      return {q.codes(), q.scales().to_host()[0]};
+    }
+    // a slice: the whole tensor's gamma from the ranks' sums of |W| (f32, each slice's
+    // own sum first), then the slice's codes at that gamma (quantize's packing kernel)
+    const auto w = ck.load_block<float>(ctx, wname, {rows, cols}, r0, r1, c0, c1);
+    auto total = empty<float>(ctx, {});
+    total = sum(abs(w));
+    const auto stat = reshape(total, {1});
+    if (tp.size > 1) tp.all_reduce_sum(stat);
+    const float gamma = stat.to_host()[0] / float(replicas) / float(double(full_rows) * double(full_cols));
+    const tensor<float, B> wk = extra > 0 ? zeros<float>(ctx, {r1 - r0, K}) : w;
+    if (extra > 0) {
+      auto dst = slice(wk, 1, 0, c1 - c0);
+      dst = w;
+    }
+    const auto l = kiln::detail::quant_layout_for<quant::ternary>(r1 - r0, K, {.eps = 0.0f}, wk.describe());
+    const std::vector<float> inv{gamma > 0.0f ? 1.0f / gamma : 0.0f};
+    const auto inv_t = from_host(ctx, shape{1, 1}, std::span<const float>(inv));
+    auto codes = empty<std::int32_t>(ctx, {r1 - r0, l.words});
+    auto node = kiln::detail::make_structural(kiln::detail::quant_pack_op<quant::ternary>{.layout = l}, wk, {.axis = 0}, inv_t);
+    node.shape_ = {r1 - r0, l.words};
+    kiln::detail::assign(codes, node);
+    return {codes, gamma};
   }
   throw format_error(where + " is stored as " + i.dtype +
                      "; a BitNet projection is U8 (packed, with weight_scale) or F32, F16, BF16 master weights");
 }
 
-/// Projections `parts` ({name, rows}) stacked along the rows as ternary row blocks of at
-/// most max_block_bytes of codes, each row keeping its projection's scale.
+/// Projections `parts` (their rows [r0, r1)) stacked along the rows as ternary row blocks
+/// of at most max_block_bytes of codes, each row keeping its projection's scale; columns
+/// [c0, c1) and `extra` columns of code 0 (see load_ternary).
 template <class B>
 ternary_matrix<B> load_ternary_stacked(const context<B>& ctx, const checkpoint& ck,
-                                       const std::vector<models::stacked_part>& parts, index_t cols,
+                                       const std::vector<models::sliced_part>& sliced, index_t full_cols, index_t c0,
+                                       index_t c1, index_t extra, const models::tensor_parallel<B>& tp,
                                        std::size_t max_block_bytes) {
+  const index_t cols = c1 - c0 + extra;
   const index_t chunks = kiln::detail::chunks_for<quant::ternary>(cols), words = chunks * 8;
   std::vector<ternary_part<B>> loaded;
+  std::vector<models::stacked_part> parts;
   index_t rows = 0;
-  for (const auto& [name, n] : parts) {
-    loaded.push_back(load_ternary(ctx, ck, name, n, cols));
-    rows += n;
+  for (const auto& pr : sliced) {
+    loaded.push_back(load_ternary(ctx, ck, pr.name, pr.rows, full_cols, pr.r0, pr.r1, c0, c1, extra, tp, pr.replicas));
+    parts.emplace_back(pr.name, pr.r1 - pr.r0);
+    rows += pr.r1 - pr.r0;
   }
   const index_t step = std::max<index_t>(1, static_cast<index_t>(max_block_bytes / std::size_t(words * 4)));
   ternary_matrix<B> m;
@@ -423,16 +516,17 @@ void project(tensor<float, B>& out, const X& x, const ternary_matrix<B>& w, bool
   }
 }
 
-/// The table checkpoint tensor `name` [rows, cols] as dtype t.
+/// Rows [r0, r1) of the table checkpoint tensor `name` [rows, cols] as dtype t.
 template <class B>
 table<B> load_table(const context<B>& ctx, const checkpoint& ck, const std::string& name, index_t rows, index_t cols,
-                    table_dtype t, std::size_t max_block_bytes) {
+                    index_t r0, index_t r1, table_dtype t, std::size_t max_block_bytes) {
   table<B> r;
   r.dtype = t;
+  const std::vector<models::sliced_part> part{{name, rows, r0, r1}};
   if (t == table_dtype::f16) {
-    r.t16h = models::load_stacked<half>(ctx, ck, {{name, rows}}, cols, max_block_bytes);
+    r.t16h = models::load_sliced<half>(ctx, ck, part, cols, 0, cols, max_block_bytes);
   } else {
-    r.t16b = models::load_stacked<bfloat16>(ctx, ck, {{name, rows}}, cols, max_block_bytes);
+    r.t16b = models::load_sliced<bfloat16>(ctx, ck, part, cols, 0, cols, max_block_bytes);
     if (t == table_dtype::int8) r.t16b.quantize(models::weight_quant::int8, name);
   }
   return r;
@@ -463,51 +557,114 @@ void embed(const context<B>& ctx, tensor<float, B>& h, const table<B>& t, std::s
 
 }  // namespace detail
 
+// The tensor-parallel helpers (after detail: they call its embed and project).
+
+template <class B>
+void model<B>::embed(tensor<float, B>& h, std::span<const std::int32_t> ids) const {
+  if (!shard_.split()) return detail::embed(*ctx_, h, embed_, ids);
+  models::embed_split(*ctx_, h, ids, shard_, tp_, [&](tensor<float, B>& out, std::span<const std::int32_t> local) {
+    detail::embed(*ctx_, out, embed_, local);
+  });
+}
+
+template <class B>
+template <class X>
+void model<B>::sub_norm_project(tensor<float, B>& h, tensor<float, B>& xe, const X& x, const tensor<float, B>& norm,
+                                const ternary_matrix<B>& w, index_t whole) const {
+  const float eps = cfg_.rms_norm_eps;
+  if (!shard_.split()) {
+    xe = rms_norm(x, norm, eps);
+    detail::project(h, xe, w, true);
+    return;
+  }
+  const auto& ctx = *ctx_;
+  const index_t n = xe.shape()[0], K = xe.shape()[1] - 1;
+  auto ss = empty<float>(ctx, {n, 1});
+  ss = sum(square(x), -1, true);
+  tp_.all_reduce_sum(ss);
+  auto body = slice(xe, 1, 0, K);
+  body = x * rsqrt(ss * (1.0f / float(whole)) + eps) * norm;
+  auto m = empty<float>(ctx, {n});
+  m = amax(abs(body), -1);
+  auto all = empty<float>(ctx, {index_t(shard_.ranks), n});
+  tp_.all_gather(reshape(m, {1, n}), all);
+  auto mx = empty<float>(ctx, {1, n});
+  mx = amax(all, 0, true);
+  auto last = slice(xe, 1, K, K + 1);
+  last = transpose(mx, 0, 1);
+  detail::project(h, xe, w, residual());
+  reduce(h);
+}
+
 // The decoder's large members, out of the class: kiln's own programs compile them once in
 // kiln_llama_instances (src/llama_instances_{cpu,vulkan}.cpp; see the end of this file).
 
 template <class B>
-model<B> model<B>::load(const context<B>& ctx, const std::string& dir, load_options opt) {
+model<B> model<B>::load(const context<B>& ctx, const std::string& dir, load_options opt, models::tensor_parallel<B> tp) {
   const config cfg = config::load((std::filesystem::path(dir) / "config.json").string());
-  const checkpoint ck(dir);
   const index_t H = cfg.hidden_size, I = cfg.intermediate_size, D = cfg.head_dim, V = cfg.vocab_size;
   const index_t nq = cfg.num_attention_heads * D, nk = cfg.num_key_value_heads * D;
-  const auto stack = [&](std::vector<models::stacked_part> parts, index_t cols) {
-    return detail::load_ternary_stacked(ctx, ck, parts, cols, opt.max_block_bytes);
+  const auto s = models::tp_shard::of(name, cfg.num_attention_heads, cfg.num_key_value_heads, I, V, tp.rank, tp.size);
+  const checkpoint ck(dir);
+  const index_t extra = s.split() ? 1 : 0;  // the row-parallel products' max|x| column
+  const auto part = [](std::string n, index_t rows, index_t r0, index_t count, index_t replicas = 1) {
+    return models::sliced_part{std::move(n), rows, r0, r0 + count, replicas};
   };
+  // kv heads fewer than the ranks: each kv slice is on ranks / num_key_value_heads ranks
+  const index_t kv_replicas = s.kv_heads * s.ranks / cfg.num_key_value_heads;
+  const auto stack = [&](std::vector<models::sliced_part> parts, index_t cols, index_t c0, index_t c1, index_t ext) {
+    return detail::load_ternary_stacked(ctx, ck, parts, cols, c0, c1, ext, tp, opt.max_block_bytes);
+  };
+  const auto vec = [&](const std::string& n, index_t size, index_t first, index_t count) {
+    return ck.load_rows<float>(ctx, n, {size}, first, first + count);
+  };
+  const index_t q0 = s.q0 * D, nq_l = s.q_heads * D, k0 = s.kv0 * D, nk_l = s.kv_heads * D;
   std::vector<layer> layers;
   for (index_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     // braced initialisation runs left to right
     layers.push_back(layer{ck.load<float>(ctx, p + "input_layernorm.weight", {H}),
-                           ck.load<float>(ctx, p + "self_attn.attn_sub_norm.weight", {nq}),
-                           stack({{p + "self_attn.q_proj", nq}, {p + "self_attn.k_proj", nk}, {p + "self_attn.v_proj", nk}}, H),
-                           stack({{p + "self_attn.o_proj", H}}, nq),
+                           vec(p + "self_attn.attn_sub_norm.weight", nq, q0, nq_l),
+                           stack({part(p + "self_attn.q_proj", nq, q0, nq_l),
+                                  part(p + "self_attn.k_proj", nk, k0, nk_l, kv_replicas),
+                                  part(p + "self_attn.v_proj", nk, k0, nk_l, kv_replicas)},
+                                 H, 0, H, 0),
+                           stack({part(p + "self_attn.o_proj", H, 0, H)}, nq, q0, q0 + nq_l, extra),
                            ck.load<float>(ctx, p + "post_attention_layernorm.weight", {H}),
-                           ck.load<float>(ctx, p + "mlp.ffn_sub_norm.weight", {I}),
-                           stack({{p + "mlp.gate_proj", I}, {p + "mlp.up_proj", I}}, H),
-                           stack({{p + "mlp.down_proj", H}}, I)});
+                           vec(p + "mlp.ffn_sub_norm.weight", I, s.i0, s.ffn),
+                           stack({part(p + "mlp.gate_proj", I, s.i0, s.ffn), part(p + "mlp.up_proj", I, s.i0, s.ffn)}, H, 0,
+                                 H, 0),
+                           stack({part(p + "mlp.down_proj", H, 0, H)}, I, s.i0, s.i0 + s.ffn, extra)});
   }
-  auto embed = detail::load_table(ctx, ck, "model.embed_tokens.weight", V, H, opt.lm_head, opt.max_block_bytes);
+  auto embed = detail::load_table(ctx, ck, "model.embed_tokens.weight", V, H, s.v0, s.v0 + s.vocab, opt.lm_head,
+                                  opt.max_block_bytes);
   auto norm = ck.load<float>(ctx, "model.norm.weight", {H});
   // Some tied checkpoints still carry lm_head.weight; an untied one must.
   table<B> head = cfg.tie_word_embeddings && !ck.contains("lm_head.weight")
                       ? embed  // shares the embedding's storage
-                      : detail::load_table(ctx, ck, "lm_head.weight", V, H, opt.lm_head, opt.max_block_bytes);
-  return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt);
+                      : detail::load_table(ctx, ck, "lm_head.weight", V, H, s.v0, s.v0 + s.vocab, opt.lm_head,
+                                           opt.max_block_bytes);
+  return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt, std::move(tp));
 }
 
 template <class B>
 model<B>::model(const context<B>& ctx, const config& cfg, table<B> embed, std::vector<layer> layers,
-                tensor<float, B> norm, table<B> lm_head, load_options opt)
+                tensor<float, B> norm, table<B> lm_head, load_options opt, models::tensor_parallel<B> tp)
     : ctx_(&ctx), cfg_(cfg), embed_(std::move(embed)), layers_(std::move(layers)), norm_(std::move(norm)),
-      head_(std::move(lm_head)) {
+      head_(std::move(lm_head)), tp_(std::move(tp)),
+      shard_(models::tp_shard::of(name, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size,
+                                  cfg.vocab_size, tp_.rank, tp_.size)) {
   if (static_cast<index_t>(layers_.size()) != cfg_.num_hidden_layers) {
     throw shape_error("kiln::bitnet::model: " + std::to_string(layers_.size()) + " layers for a config of " +
                       std::to_string(cfg_.num_hidden_layers));
   }
-  const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-  const index_t nq = cfg_.num_attention_heads * D, nk = cfg_.num_key_value_heads * D;
+  if (shard_.split() && (!tp_.all_reduce_sum || !tp_.all_gather)) {
+    throw value_error("kiln::bitnet::model: tensor parallelism over " + std::to_string(shard_.ranks) +
+                      " ranks without its all_reduce_sum and all_gather");
+  }
+  // this rank's shares (alone: the whole model); split, wo and wdown have one more column
+  const index_t H = cfg_.hidden_size, I = shard_.ffn, D = cfg_.head_dim, extra = shard_.split() ? 1 : 0;
+  const index_t nq = shard_.q_heads * D, nk = shard_.kv_heads * D;
   const auto fail = [](const std::string& what, index_t rows, index_t cols) {
     throw shape_error("kiln::bitnet::model: " + what + " must be [" + std::to_string(rows) + ", " + std::to_string(cols) +
                       "] in row blocks");
@@ -518,10 +675,10 @@ model<B>::model(const context<B>& ctx, const config& cfg, table<B> embed, std::v
     if (!ok) fail(what, rows, cols);
   };
   const auto check_table = [&](const table<B>& t, const char* what) {
-    bool ok = t.rows() == cfg_.vocab_size;
+    bool ok = t.rows() == shard_.vocab;
     t.t16b.for_each_block([&](const auto& b) { ok = ok && b.shape()[1] == H; });
     t.t16h.for_each_block([&](const auto& b) { ok = ok && b.shape()[1] == H; });
-    if (!ok) fail(what, cfg_.vocab_size, H);
+    if (!ok) fail(what, shard_.vocab, H);
   };
   const auto check_vec = [&](const tensor<float, B>& v, index_t n, const char* what) {
     if (!v.defined() || v.shape() != shape{n}) {
@@ -533,9 +690,9 @@ model<B>::model(const context<B>& ctx, const config& cfg, table<B> embed, std::v
   check_vec(norm_, H, "the final norm");
   for (const auto& L : layers_) {
     check(L.wqkv, nq + 2 * nk, H, "wqkv");
-    check(L.wo, H, nq, "wo");
+    check(L.wo, H, nq + extra, "wo");
     check(L.wgu, 2 * I, H, "wgu");
-    check(L.wdown, H, I, "wdown");
+    check(L.wdown, H, I + extra, "wdown");
     check_vec(L.attn_norm, H, "input_layernorm");
     check_vec(L.attn_sub_norm, nq, "attn_sub_norm");
     check_vec(L.mlp_norm, H, "post_attention_layernorm");
@@ -544,7 +701,7 @@ model<B>::model(const context<B>& ctx, const config& cfg, table<B> embed, std::v
   capacity_ = opt.max_len > 0 ? opt.max_len : std::min<index_t>(cfg_.max_position_embeddings, 4096);
   caches_.reserve(layers_.size());
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    caches_.emplace_back(ctx, 1, cfg_.num_key_value_heads, capacity_, cfg_.head_dim);
+    caches_.emplace_back(ctx, 1, shard_.kv_heads, capacity_, cfg_.head_dim);
   }
 }
 
@@ -553,8 +710,8 @@ tensor<float, B> model<B>::forward(std::span<const std::int32_t> ids, bool all_p
   const index_t n = static_cast<index_t>(ids.size());
   this->check_tokens(ids, cfg_.vocab_size);
   const auto& ctx = *ctx_;
-  const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-  const index_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
+  const index_t H = cfg_.hidden_size, I = shard_.ffn, D = cfg_.head_dim, extra = shard_.split() ? 1 : 0;
+  const index_t Hq = shard_.q_heads, Hkv = shard_.kv_heads;  // this rank's (alone: all)
   const index_t nq = Hq * D, nk = Hkv * D;
   const float eps = cfg_.rms_norm_eps;
   std::vector<std::int32_t> p(static_cast<std::size_t>(n));
@@ -565,10 +722,10 @@ tensor<float, B> model<B>::forward(std::span<const std::int32_t> ids, bool all_p
   att_opt.causal = true;
 
   auto h = empty<float>(ctx, {n, H});
-  detail::embed(ctx, h, embed_, ids);
+  embed(h, ids);
   auto x = empty<float>(ctx, {n, H});
-  auto xa = empty<float>(ctx, {n, nq});
-  auto xm = empty<float>(ctx, {n, I});
+  auto xa = empty<float>(ctx, {n, nq + extra});
+  auto xm = empty<float>(ctx, {n, I + extra});
   auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
   auto att = empty<float>(ctx, {1, n, Hq, D});
   auto gu = empty<float>(ctx, {n, 2 * I});
@@ -585,39 +742,34 @@ tensor<float, B> model<B>::forward(std::span<const std::int32_t> ids, bool all_p
     detail::project(qkv, x, L.wqkv, false);
     cache.append(rope(heads(nq, Hkv), pos, rope_opt), heads(nq + nk, Hkv));
     att_heads = attention(rope(heads(0, Hq), pos, rope_opt), cache.k(), cache.v(), att_opt);
-    xa = rms_norm(att_rows, L.attn_sub_norm, eps);
-    detail::project(h, xa, L.wo, true);
+    sub_norm_project(h, xa, att_rows, L.attn_sub_norm, L.wo, cfg_.num_attention_heads * D);
     x = rms_norm(h, L.mlp_norm, eps);
     detail::project(gu, x, L.wgu, false);
-    xm = rms_norm(square(relu(gate)) * up, L.ffn_sub_norm, eps);
-    detail::project(h, xm, L.wdown, true);
+    sub_norm_project(h, xm, square(relu(gate)) * up, L.ffn_sub_norm, L.wdown, cfg_.intermediate_size);
   }
   pos_ += n;
   const auto rows = all_positions ? h : slice(h, 0, n - 1, n);
   auto xf = empty<float>(ctx, rows.shape());
   xf = rms_norm(rows, norm_, eps);
-  auto logits = empty<float>(ctx, {rows.shape()[0], cfg_.vocab_size});
-  if (head_.dtype == table_dtype::f16) models::project(logits, xf, head_.t16h, false);
-  else models::project(logits, xf, head_.t16b, false);
-  return logits;
+  return logits_of(xf);
 }
 
 template <class B>
 tensor<float, B> model<B>::forward(paged_kv_cache<float, B>& cache, std::span<const models::batch_entry> batch) {
-  const auto st = this->plan_batch(cache, batch, cfg_.vocab_size, cfg_.num_hidden_layers, cfg_.num_key_value_heads,
+  const auto st = this->plan_batch(cache, batch, cfg_.vocab_size, cfg_.num_hidden_layers, shard_.kv_heads,
                                    cfg_.head_dim);
   const auto& ctx = *ctx_;
-  const index_t n = st.rows, H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-  const index_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
+  const index_t n = st.rows, H = cfg_.hidden_size, I = shard_.ffn, D = cfg_.head_dim, extra = shard_.split() ? 1 : 0;
+  const index_t Hq = shard_.q_heads, Hkv = shard_.kv_heads;  // this rank's (alone: all)
   const index_t nq = Hq * D, nk = Hkv * D;
   const float eps = cfg_.rms_norm_eps;
   const rope_options rope_opt{.theta = cfg_.rope_theta};
 
   auto h = empty<float>(ctx, {n, H});
-  detail::embed(ctx, h, embed_, st.ids);
+  embed(h, st.ids);
   auto x = empty<float>(ctx, {n, H});
-  auto xa = empty<float>(ctx, {n, nq});
-  auto xm = empty<float>(ctx, {n, I});
+  auto xa = empty<float>(ctx, {n, nq + extra});
+  auto xm = empty<float>(ctx, {n, I + extra});
   auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
   auto qr = empty<float>(ctx, {n, Hq, D});
   auto kr = empty<float>(ctx, {n, Hkv, D});
@@ -630,19 +782,13 @@ tensor<float, B> model<B>::forward(paged_kv_cache<float, B>& cache, std::span<co
     x = rms_norm(h, L.attn_norm, eps);
     detail::project(qkv, x, L.wqkv, false);
     this->paged_layer_attention(cache, static_cast<index_t>(l), st, qkv, qr, kr, att, Hq, Hkv, D, rope_opt);
-    xa = rms_norm(att_rows, L.attn_sub_norm, eps);
-    detail::project(h, xa, L.wo, true);
+    sub_norm_project(h, xa, att_rows, L.attn_sub_norm, L.wo, cfg_.num_attention_heads * D);
     x = rms_norm(h, L.mlp_norm, eps);
     detail::project(gu, x, L.wgu, false);
-    xm = rms_norm(square(relu(gate)) * up, L.ffn_sub_norm, eps);
-    detail::project(h, xm, L.wdown, true);
+    sub_norm_project(h, xm, square(relu(gate)) * up, L.ffn_sub_norm, L.wdown, cfg_.intermediate_size);
   }
-  auto logits = empty<float>(ctx, {static_cast<index_t>(st.want.size()), cfg_.vocab_size});
-  if (st.want.empty()) return logits;
-  const auto xf = this->wanted_rows(st, h, norm_, eps);
-  if (head_.dtype == table_dtype::f16) models::project(logits, xf, head_.t16h, false);
-  else models::project(logits, xf, head_.t16b, false);
-  return logits;
+  if (st.want.empty()) return empty<float>(ctx, {0, cfg_.vocab_size});
+  return logits_of(this->wanted_rows(st, h, norm_, eps));
 }
 
 // kiln's own programs link kiln_llama_instances, which compiles this decoder once

@@ -110,6 +110,47 @@ class checkpoint {
                        "; weights must be F32, F16 or BF16");
   }
 
+  /// Rows [r0, r1) and columns [c0, c1) of the 2-D tensor called name (whose shape must be
+  /// want), as dtype W on ctx's device: a tensor-parallel rank's slice of a row-parallel
+  /// weight. Only the slice is copied out of the mapped file (row by row), never the whole
+  /// tensor. Errors as load_rows.
+  template <element W, class B>
+  tensor<W, B> load_block(const context<B>& ctx, const std::string& name, const shape& want, index_t r0, index_t r1,
+                          index_t c0, index_t c1) const {
+    if (want.rank() != 2 || (c0 == 0 && c1 == want[1])) return load_rows<W>(ctx, name, want, r0, r1);
+    const auto& f = file_of(name);
+    const auto& i = f.info(name);
+    const shape got{std::span<const index_t>(i.shape.data(), i.shape.size())};
+    if (got != want) {
+      throw format_error("kiln::models::checkpoint: " + f.path() + ": '" + name + "' is " + got.to_string() +
+                         ", the config needs " + want.to_string());
+    }
+    const index_t cols = want[1], rows = r1 - r0, w = c1 - c0;
+    const shape out{rows, w};
+    const auto upload = [&](auto stored) {
+      using S = decltype(stored);
+      const std::byte* base = f.bytes(name).data();
+      std::vector<S> copy(static_cast<std::size_t>(rows * w));
+      for (index_t r = 0; r < rows; ++r) {
+        std::memcpy(copy.data() + r * w, base + static_cast<std::size_t>((r0 + r) * cols + c0) * sizeof(S),
+                    static_cast<std::size_t>(w) * sizeof(S));
+      }
+      const std::span<const S> src(copy);
+      if constexpr (std::is_same_v<S, W>) {
+        return from_host(ctx, out, src);
+      } else {
+        auto t = empty<W>(ctx, out);
+        t = cast<W>(from_host(ctx, out, src));
+        return t;
+      }
+    };
+    if (i.dtype == "F32") return upload(float{});
+    if (i.dtype == "F16") return upload(half{});
+    if (i.dtype == "BF16") return upload(bfloat16{});
+    throw format_error("kiln::models::checkpoint: " + f.path() + ": '" + name + "' is stored as " + i.dtype +
+                       "; weights must be F32, F16 or BF16");
+  }
+
   /// The whole tensor (see load_rows).
   template <element W, class B>
   tensor<W, B> load(const context<B>& ctx, const std::string& name, const shape& want) const {

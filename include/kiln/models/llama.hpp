@@ -37,6 +37,14 @@
 // int8 (a scale per row) or int4 (a scale per 32 weights) instead: kiln::quantize at load,
 // the products with activations quantized per row (ops/quant/qmatmul.hpp), the same
 // prologue and epilogue fusion. The embedding and the norms stay W.
+//
+// Tensor parallelism (models/tensor_parallel.hpp; over MPI: kiln/dist/tensor_parallel.hpp):
+// load(ctx, dir, opt, tp) keeps this rank's query and kv heads (their rows of Wq, Wk, Wv
+// and columns of Wo), its FFN columns (rows of Wgate, Wup, columns of Wdown) and its
+// vocabulary rows of the embedding and LM head, read from the mapped files; the KV cache
+// holds its kv heads. forward() adds the all-reduce of h after o_proj and after down_proj
+// (rank 0 adds the residual, the others only their partial products), embeds through an
+// all-reduce and all-gathers the logits: every rank returns the same [n, vocab].
 #pragma once
 
 #include <algorithm>
@@ -52,6 +60,7 @@
 #include "kiln/models/checkpoint.hpp"
 #include "kiln/models/decoder_state.hpp"
 #include "kiln/models/hf_config.hpp"
+#include "kiln/models/tensor_parallel.hpp"
 #include "kiln/models/weights.hpp"
 #if defined(KILN_LLAMA_INSTANCES) && KILN_LLAMA_INSTANCES_VULKAN
 #include "kiln/vulkan.hpp"  // the Vulkan decoders declared extern at the end of this file
@@ -163,12 +172,17 @@ class model : public models::decoder_state<model<W, B>, B> {
   /// Loads the checkpoint directory dir (config.json and *.safetensors). Throws
   /// kiln::format_error for a config or a tensor that is missing or has the wrong shape,
   /// naming the file and the tensor.
-  static model load(const context<B>& ctx, const std::string& dir, load_options opt = {});
+  /// With tp of more than one rank: this rank's slices only (see the top of this file);
+  /// every rank of the group must load the same directory. Throws kiln::shape_error naming
+  /// the heads and the ranks when the heads do not split into whole heads per rank.
+  static model load(const context<B>& ctx, const std::string& dir, load_options opt = {},
+                    models::tensor_parallel<B> tp = {});
 
-  /// A model from weights already on ctx's device (see layer for the stacked layouts).
-  /// Throws kiln::shape_error when a weight's shape disagrees with cfg.
+  /// A model from weights already on ctx's device (see layer for the stacked layouts; with
+  /// tp, this rank's slices of them: models::tp_shard). Throws kiln::shape_error when a
+  /// weight's shape disagrees with cfg.
   model(const context<B>& ctx, const config& cfg, weight embed, std::vector<layer> layers, tensor<W, B> norm,
-        weight lm_head, load_options opt = {});
+        weight lm_head, load_options opt = {}, models::tensor_parallel<B> tp = {});
 
   /// Runs ids (new tokens) at the next positions, appending their keys and values to the
   /// cache. Returns float logits [n, vocab] for every new position when all_positions,
@@ -196,7 +210,7 @@ class model : public models::decoder_state<model<W, B>, B> {
   /// of block_size positions, `blocks` of them or as many as fit in `bytes`.
   paged_kv_cache<float, B> make_paged_cache(index_t block_size, index_t blocks, std::size_t bytes = 0) const {
     return paged_kv_cache<float, B>(*ctx_, {.layers = cfg_.num_hidden_layers,
-                                            .kv_heads = cfg_.num_key_value_heads,
+                                            .kv_heads = shard_.kv_heads,
                                             .head_dim = cfg_.head_dim,
                                             .block_size = block_size,
                                             .blocks = blocks,
@@ -205,6 +219,10 @@ class model : public models::decoder_state<model<W, B>, B> {
 
   const config& cfg() const noexcept { return cfg_; }
   const std::vector<layer>& layers() const noexcept { return layers_; }
+  /// The heads, FFN columns and vocabulary rows this rank holds (all of them alone).
+  const models::tp_shard& shard() const noexcept { return shard_; }
+  /// Bytes of weights this rank holds (the embedding's included).
+  double weight_bytes() const noexcept { return weight_bytes_per_token() + embed_.bytes() * (embed_shared() ? 0 : 1); }
   /// Bytes of weights read per decode step (every matrix once; the embedding row aside).
   double weight_bytes_per_token() const noexcept {
     double n = head_.bytes() + double(norm_.numel()) * double(sizeof(W));
@@ -216,46 +234,85 @@ class model : public models::decoder_state<model<W, B>, B> {
   }
 
  private:
+  bool embed_shared() const noexcept {
+    return !embed_.blocks.empty() && !head_.blocks.empty() && embed_.blocks[0].storage() == head_.blocks[0].storage();
+  }
+  /// After a row-parallel product: the sum of the ranks' partial h (rank 0's holds the residual).
+  void reduce(const tensor<float, B>& h) const {
+    if (shard_.split()) tp_.all_reduce_sum(h);
+  }
+  bool residual() const noexcept { return shard_.rank == 0; }
+  /// h [n, H] = the embedding rows of ids (split: through an all-reduce).
+  void embed(tensor<float, B>& h, std::span<const std::int32_t> ids) const {
+    if (!shard_.split()) return models::embed(*ctx_, h, embed_, ids);
+    models::embed_split(*ctx_, h, ids, shard_, tp_, [&](tensor<float, B>& out, std::span<const std::int32_t> local) {
+      models::embed(*ctx_, out, embed_, local);
+    });
+  }
+  /// The LM head's logits [rows, vocab] of the final hidden rows xf (split: all-gathered).
+  tensor<float, B> logits_of(const tensor<float, B>& xf) const {
+    const index_t rows = xf.shape()[0];
+    if (!shard_.split()) {
+      auto logits = empty<float>(*ctx_, {rows, cfg_.vocab_size});
+      models::project(logits, xf, head_, false);
+      return logits;
+    }
+    return models::gather_logits(*ctx_, rows, cfg_.vocab_size, shard_, tp_,
+                                 [&](tensor<float, B>& out) { models::project(out, xf, head_, false); });
+  }
+
   const context<B>* ctx_;
   config cfg_;
   weight embed_;
   std::vector<layer> layers_;
   tensor<W, B> norm_;
   weight head_;
+  models::tensor_parallel<B> tp_;
+  models::tp_shard shard_;
 };
 
 // The decoder's large members, defined out of the class (not inline): a program that links
 // kiln_llama_instances compiles them once there (see the end of this file).
 
 template <class W, class B>
-model<W, B> model<W, B>::load(const context<B>& ctx, const std::string& dir, load_options opt) {
+model<W, B> model<W, B>::load(const context<B>& ctx, const std::string& dir, load_options opt,
+                              models::tensor_parallel<B> tp) {
   const config cfg = config::load((std::filesystem::path(dir) / "config.json").string());
-  const checkpoint ck(dir);
   const index_t H = cfg.hidden_size, I = cfg.intermediate_size, D = cfg.head_dim, V = cfg.vocab_size;
   const index_t nq = cfg.num_attention_heads * D, nk = cfg.num_key_value_heads * D;
-  // [A; B; ...] stacked along the rows, in row blocks, converted to W on the way
-  const auto stack = [&](std::vector<models::stacked_part> parts, index_t cols) {
-    return models::load_stacked<W>(ctx, ck, parts, cols, opt.max_block_bytes);
+  const auto s = models::tp_shard::of(name, cfg.num_attention_heads, cfg.num_key_value_heads, I, V, tp.rank, tp.size);
+  const checkpoint ck(dir);
+  // this rank's rows [r0, r1) of [A; B; ...] stacked along the rows, columns [c0, c1), in
+  // row blocks, converted to W on the way (alone: every row and column)
+  const auto part = [](std::string n, index_t rows, index_t r0, index_t count) {
+    return models::sliced_part{std::move(n), rows, r0, r0 + count};
   };
+  const auto stack = [&](std::vector<models::sliced_part> parts, index_t cols, index_t c0, index_t c1) {
+    return models::load_sliced<W>(ctx, ck, parts, cols, c0, c1, opt.max_block_bytes);
+  };
+  const index_t q0 = s.q0 * D, nq_l = s.q_heads * D, k0 = s.kv0 * D, nk_l = s.kv_heads * D;
   std::vector<layer> layers;
   for (index_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     // braced initialisation runs left to right and constructs (tensor assignment would copy)
     layers.push_back(layer{ck.load<W>(ctx, p + "input_layernorm.weight", {H}),
-                           stack({{p + "self_attn.q_proj.weight", nq}, {p + "self_attn.k_proj.weight", nk},
-                                  {p + "self_attn.v_proj.weight", nk}},
-                                 H),
-                           stack({{p + "self_attn.o_proj.weight", H}}, nq),
+                           stack({part(p + "self_attn.q_proj.weight", nq, q0, nq_l),
+                                  part(p + "self_attn.k_proj.weight", nk, k0, nk_l),
+                                  part(p + "self_attn.v_proj.weight", nk, k0, nk_l)},
+                                 H, 0, H),
+                           stack({part(p + "self_attn.o_proj.weight", H, 0, H)}, nq, q0, q0 + nq_l),
                            ck.load<W>(ctx, p + "post_attention_layernorm.weight", {H}),
-                           stack({{p + "mlp.gate_proj.weight", I}, {p + "mlp.up_proj.weight", I}}, H),
-                           stack({{p + "mlp.down_proj.weight", H}}, I)});
+                           stack({part(p + "mlp.gate_proj.weight", I, s.i0, s.ffn),
+                                  part(p + "mlp.up_proj.weight", I, s.i0, s.ffn)},
+                                 H, 0, H),
+                           stack({part(p + "mlp.down_proj.weight", H, 0, H)}, I, s.i0, s.i0 + s.ffn)});
   }
-  auto embed = stack({{"model.embed_tokens.weight", V}}, H);
+  auto embed = stack({part("model.embed_tokens.weight", V, s.v0, s.vocab)}, H, 0, H);
   auto norm = ck.load<W>(ctx, "model.norm.weight", {H});
   // Some tied checkpoints still carry lm_head.weight; an untied one must.
   weight head = cfg.tie_word_embeddings && !ck.contains("lm_head.weight")
                     ? embed  // shares the embedding's storage (quantized: a copy of its own)
-                    : stack({{"lm_head.weight", V}}, H);
+                    : stack({part("lm_head.weight", V, s.v0, s.vocab)}, H, 0, H);
   if (opt.quant != weight_quant::none) {
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const std::string p = "layer " + std::to_string(l) + " ";
@@ -266,20 +323,27 @@ model<W, B> model<W, B>::load(const context<B>& ctx, const std::string& dir, loa
     }
     head.quantize(opt.quant, "lm_head");
   }
-  return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt);
+  return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt, std::move(tp));
 }
 
 template <class W, class B>
 model<W, B>::model(const context<B>& ctx, const config& cfg, weight embed, std::vector<layer> layers, tensor<W, B> norm,
-                   weight lm_head, load_options opt)
+                   weight lm_head, load_options opt, models::tensor_parallel<B> tp)
     : ctx_(&ctx), cfg_(cfg), embed_(std::move(embed)), layers_(std::move(layers)), norm_(std::move(norm)),
-      head_(std::move(lm_head)) {
+      head_(std::move(lm_head)), tp_(std::move(tp)),
+      shard_(models::tp_shard::of(name, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size,
+                                  cfg.vocab_size, tp_.rank, tp_.size)) {
   if (static_cast<index_t>(layers_.size()) != cfg_.num_hidden_layers) {
     throw shape_error("kiln::llama::model: " + std::to_string(layers_.size()) + " layers for a config of " +
                       std::to_string(cfg_.num_hidden_layers));
   }
-  const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-  const index_t nq = cfg_.num_attention_heads * D, nk = cfg_.num_key_value_heads * D;
+  if (shard_.split() && (!tp_.all_reduce_sum || !tp_.all_gather)) {
+    throw value_error("kiln::llama::model: tensor parallelism over " + std::to_string(shard_.ranks) +
+                      " ranks without its all_reduce_sum and all_gather");
+  }
+  // this rank's shares (alone: the whole model)
+  const index_t H = cfg_.hidden_size, I = shard_.ffn, D = cfg_.head_dim;
+  const index_t nq = shard_.q_heads * D, nk = shard_.kv_heads * D;
   const auto check = [&](const weight& w, index_t rows, index_t cols, const char* what) {
     bool ok = w.rows() == rows && rows > 0;
     w.for_each_block([&](const auto& b) { ok = ok && b.shape().rank() == 2 && b.shape()[1] == cols; });
@@ -288,9 +352,9 @@ model<W, B>::model(const context<B>& ctx, const config& cfg, weight embed, std::
                         std::to_string(cols) + "] in row blocks");
     }
   };
-  check(embed_, cfg_.vocab_size, H, "the embedding");
+  check(embed_, shard_.vocab, H, "the embedding");
   if (embed_.blocks.empty()) throw shape_error("kiln::llama::model: the embedding must be kept as float row blocks");
-  check(head_, cfg_.vocab_size, H, "the LM head");
+  check(head_, shard_.vocab, H, "the LM head");
   for (const auto& L : layers_) {
     check(L.wqkv, nq + 2 * nk, H, "wqkv");
     check(L.wo, H, nq, "wo");
@@ -300,7 +364,7 @@ model<W, B>::model(const context<B>& ctx, const config& cfg, weight embed, std::
   capacity_ = opt.max_len > 0 ? opt.max_len : std::min<index_t>(cfg_.max_position_embeddings, 4096);
   caches_.reserve(layers_.size());
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    caches_.emplace_back(ctx, 1, cfg_.num_key_value_heads, capacity_, cfg_.head_dim);
+    caches_.emplace_back(ctx, 1, shard_.kv_heads, capacity_, cfg_.head_dim);
   }
 }
 
@@ -309,8 +373,8 @@ tensor<float, B> model<W, B>::forward(std::span<const std::int32_t> ids, bool al
   const index_t n = static_cast<index_t>(ids.size());
   this->check_tokens(ids, cfg_.vocab_size);
   const auto& ctx = *ctx_;
-  const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-  const index_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
+  const index_t H = cfg_.hidden_size, I = shard_.ffn, D = cfg_.head_dim;
+  const index_t Hq = shard_.q_heads, Hkv = shard_.kv_heads;  // this rank's (alone: all)
   const index_t nq = Hq * D, nk = Hkv * D;
   const float eps = cfg_.rms_norm_eps;
   std::vector<std::int32_t> p(static_cast<std::size_t>(n));
@@ -321,7 +385,7 @@ tensor<float, B> model<W, B>::forward(std::span<const std::int32_t> ids, bool al
   att_opt.causal = true;
 
   auto h = empty<float>(ctx, {n, H});
-  models::embed(ctx, h, embed_, ids);
+  embed(h, ids);
   auto x = empty<float>(ctx, {n, H});
   auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
   auto att = empty<float>(ctx, {1, n, Hq, D});
@@ -340,33 +404,33 @@ tensor<float, B> model<W, B>::forward(std::span<const std::int32_t> ids, bool al
     models::project(qkv, x, L.wqkv, false);
     cache.append(rope(heads(nq, Hkv), pos, rope_opt), heads(nq + nk, Hkv));
     att_heads = attention(rope(heads(0, Hq), pos, rope_opt), cache.k(), cache.v(), att_opt);
-    models::project(h, att_rows, L.wo, true);
+    models::project(h, att_rows, L.wo, residual());
+    reduce(h);
     x = rms_norm(h, L.mlp_norm, eps);
     models::project(gu, x, L.wgu, false);
-    models::project(h, silu(gate) * up, L.wdown, true);
+    models::project(h, silu(gate) * up, L.wdown, residual());
+    reduce(h);
   }
   pos_ += n;
   const auto rows = all_positions ? h : slice(h, 0, n - 1, n);
   auto xf = empty<float>(ctx, rows.shape());
   xf = rms_norm(rows, norm_, eps);
-  auto logits = empty<float>(ctx, {rows.shape()[0], cfg_.vocab_size});
-  models::project(logits, xf, head_, false);
-  return logits;
+  return logits_of(xf);
 }
 
 template <class W, class B>
 tensor<float, B> model<W, B>::forward(paged_kv_cache<float, B>& cache, std::span<const models::batch_entry> batch) {
-  const auto st = this->plan_batch(cache, batch, cfg_.vocab_size, cfg_.num_hidden_layers, cfg_.num_key_value_heads,
+  const auto st = this->plan_batch(cache, batch, cfg_.vocab_size, cfg_.num_hidden_layers, shard_.kv_heads,
                                    cfg_.head_dim);
   const auto& ctx = *ctx_;
-  const index_t n = st.rows, H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-  const index_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
+  const index_t n = st.rows, H = cfg_.hidden_size, I = shard_.ffn, D = cfg_.head_dim;
+  const index_t Hq = shard_.q_heads, Hkv = shard_.kv_heads;  // this rank's (alone: all)
   const index_t nq = Hq * D, nk = Hkv * D;
   const float eps = cfg_.rms_norm_eps;
   const rope_options rope_opt{.theta = cfg_.rope_theta};
 
   auto h = empty<float>(ctx, {n, H});
-  models::embed(ctx, h, embed_, st.ids);
+  embed(h, st.ids);
   auto x = empty<float>(ctx, {n, H});
   auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
   auto qr = empty<float>(ctx, {n, Hq, D});   // rope(q)
@@ -380,15 +444,15 @@ tensor<float, B> model<W, B>::forward(paged_kv_cache<float, B>& cache, std::span
     x = rms_norm(h, L.attn_norm, eps);
     models::project(qkv, x, L.wqkv, false);
     this->paged_layer_attention(cache, static_cast<index_t>(l), st, qkv, qr, kr, att, Hq, Hkv, D, rope_opt);
-    models::project(h, att_rows, L.wo, true);
+    models::project(h, att_rows, L.wo, residual());
+    reduce(h);
     x = rms_norm(h, L.mlp_norm, eps);
     models::project(gu, x, L.wgu, false);
-    models::project(h, silu(gate) * up, L.wdown, true);
+    models::project(h, silu(gate) * up, L.wdown, residual());
+    reduce(h);
   }
-  auto logits = empty<float>(ctx, {static_cast<index_t>(st.want.size()), cfg_.vocab_size});
-  if (st.want.empty()) return logits;
-  models::project(logits, this->wanted_rows(st, h, norm_, eps), head_, false);
-  return logits;
+  if (st.want.empty()) return empty<float>(ctx, {0, cfg_.vocab_size});
+  return logits_of(this->wanted_rows(st, h, norm_, eps));
 }
 
 // kiln's own programs (tests, benchmarks, examples) link kiln_llama_instances, which

@@ -110,6 +110,43 @@ struct matrix {
 /// One part of a stacked matrix: a checkpoint tensor's name and its rows.
 using stacked_part = std::pair<std::string, index_t>;
 
+/// One part of a tensor-parallel rank's stacked matrix: rows [r0, r1) of the checkpoint
+/// tensor `name`, which has `rows` rows.
+struct sliced_part {
+  std::string name;
+  index_t rows = 0, r0 = 0, r1 = 0;
+  index_t replicas = 1;  // ranks that hold this same slice (kv heads replicated over the ranks)
+};
+
+/// Rows [r0, r1) of each of the checkpoint tensors parts ([A; B; ...], each [rows, cols]),
+/// columns [c0, c1), stacked along the rows in row blocks of at most max_block_bytes,
+/// converted to W on the way: a tensor-parallel rank's slice, read from the mapped files
+/// (the rest of each tensor is never copied). Throws kiln::format_error (see
+/// checkpoint::load_rows) for a tensor that is missing or has another shape.
+template <class W, class B>
+matrix<W, B> load_sliced(const context<B>& ctx, const checkpoint& ck, const std::vector<sliced_part>& parts, index_t cols,
+                         index_t c0, index_t c1, std::size_t max_block_bytes) {
+  index_t rows = 0;
+  for (const auto& pr : parts) rows += pr.r1 - pr.r0;
+  const auto part = [&](const sliced_part& pr, index_t a, index_t b) {  // rows a..b of the part's slice
+    return ck.load_block<W>(ctx, pr.name, {pr.rows, cols}, pr.r0 + a, pr.r0 + b, c0, c1);
+  };
+  return matrix<W, B>::build(rows, c1 - c0, max_block_bytes, [&](index_t b0, index_t b1) {
+    if (parts.size() == 1) return part(parts[0], b0, b1);
+    auto blk = empty<W>(ctx, {b1 - b0, c1 - c0});
+    index_t p0 = 0;
+    for (const auto& pr : parts) {
+      const index_t n = pr.r1 - pr.r0, o0 = std::max(b0, p0), o1 = std::min(b1, p0 + n);
+      if (o0 < o1) {
+        auto dst = slice(blk, 0, o0 - b0, o1 - b0);
+        dst = part(pr, o0 - p0, o1 - p0);
+      }
+      p0 += n;
+    }
+    return blk;
+  });
+}
+
 /// The checkpoint tensors parts ([A; B; ...], each [rows, cols]) stacked along the rows,
 /// in row blocks of at most max_block_bytes, converted to W on the way. Throws
 /// kiln::format_error (see checkpoint::load_rows) for a tensor that is missing or has
@@ -117,22 +154,9 @@ using stacked_part = std::pair<std::string, index_t>;
 template <class W, class B>
 matrix<W, B> load_stacked(const context<B>& ctx, const checkpoint& ck, const std::vector<stacked_part>& parts,
                           index_t cols, std::size_t max_block_bytes) {
-  index_t rows = 0;
-  for (const auto& pr : parts) rows += pr.second;
-  return matrix<W, B>::build(rows, cols, max_block_bytes, [&](index_t b0, index_t b1) {
-    if (parts.size() == 1) return ck.load_rows<W>(ctx, parts[0].first, {rows, cols}, b0, b1);
-    auto blk = empty<W>(ctx, {b1 - b0, cols});
-    index_t p0 = 0;
-    for (const auto& [name, n] : parts) {
-      const index_t o0 = std::max(b0, p0), o1 = std::min(b1, p0 + n);
-      if (o0 < o1) {
-        auto dst = slice(blk, 0, o0 - b0, o1 - b0);
-        dst = ck.load_rows<W>(ctx, name, {n, cols}, o0 - p0, o1 - p0);
-      }
-      p0 += n;
-    }
-    return blk;
-  });
+  std::vector<sliced_part> whole;
+  for (const auto& [name, n] : parts) whole.push_back({name, n, 0, n});
+  return load_sliced<W>(ctx, ck, whole, cols, 0, cols, max_block_bytes);
 }
 
 /// out[:, r0:r1] = x @ block^T for each row block of w (+ out[:, r0:r1] when residual):
