@@ -2,22 +2,30 @@
 // CPU at 1 and 2 threads, at the shape of microsoft/bitnet-b1.58-2B-4T (hidden 2560, FFN
 // 6912, 30 layers, 20 query and 5 kv heads of 128, vocabulary 128256, tied table) with
 // random ternary codes (a scale per row) and a random table, beside kiln's copy bandwidth:
+//   BM_copy/<t>T                     kiln's copy of 512 MiB: GB/s of bytes read plus written
+//                                    (STREAM's count); runs first, its median is the bound's
 //   BM_bitnet_decode/<table>/<t>T    one token per iteration after a 128-token prompt:
-//                                    tok/s, and "weights GB/s", the weight bytes read per
-//                                    token (ternary codes + scales, LM head, norms) times tok/s
+//                                    tok/s; "GB", the weight bytes read per token (ternary
+//                                    codes + scales, LM head, norms) times tok/s; and the
+//                                    weight-streaming bound of that run: "bound_ms", those
+//                                    bytes over the median GB/s of BM_copy/<t>T measured
+//                                    before it in the same run, "bound_share", bound_ms
+//                                    over the measured time per token (1: at the bound)
 //   BM_bitnet_prefill/<table>/<t>T   128 prompt tokens in one forward step: tok/s
-//   BM_copy/<t>T                     kiln's copy of 512 MiB (bytes read plus written)
-// <table>: the embedding / LM head kept as bf16 or int8. The weight-streaming bound of
-// decode is BM_copy's GB/s over the weight bytes per token (the label); "weights GB/s"
-// over BM_copy's GB/s is the fraction of it reached. KILN_BITNET_BENCH_LAYERS changes the
-// layer count (a quick run).
+// <table>: the embedding / LM head kept as bf16 or int8. The label splits the bytes per
+// token into the packed codes (+ scales) and the LM head. KILN_BITNET_BENCH_LAYERS changes
+// the layer count (a quick run); KILN_PROFILE=1 also prints the kernel table
+// (kiln::profile_table) of four decode steps after each decode benchmark.
 #include "llama_bench.hpp"
 
 #include <kiln/models/bitnet.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -126,19 +134,73 @@ std::vector<std::int32_t> prompt() {
   return ids;
 }
 
+/// GB/s (bytes read plus written) of each repetition of BM_copy/<t>T, by thread count.
+std::map<int, std::vector<double>>& copy_rates() {
+  static std::map<int, std::vector<double>> r;
+  return r;
+}
+
+/// llama_bench::copy's copy of 512 MiB of f32 (kiln's `b = a`), its loop timed here too:
+/// each repetition's GB/s (read plus written) goes to copy_rates() for decode's bound.
+void copy(benchmark::State& state, int threads) {
+  const auto& c = ctx(threads);
+  const index_t n = index_t(128) << 20;
+  auto a = kiln::full(c, {n}, 1.0f);
+  auto b = kiln::empty<float>(c, {n});
+  b = a;
+  c.synchronize();  // the fill and the first touch of both buffers before the clock starts
+  double seconds = 0.0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    b = a;
+    c.synchronize();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const double bytes = 2.0 * 4.0 * double(n);
+  kiln_bench::set_bytes(state, bytes);
+  if (seconds > 0.0) copy_rates()[threads].push_back(bytes * double(state.iterations()) / seconds / 1e9);
+}
+
 void decode(benchmark::State& state, int threads, table_dtype t) {
   auto& m = cached(threads, t);
   m.reset();
   m.forward(prompt()).to_host();  // the prefill done before the clock starts
   std::int32_t next = 1;
-  for (auto _ : state) {
+  const auto step = [&] {
     if (m.position() == m.capacity()) m.rewind(prompt_len);
     auto logits = m.forward(std::span<const std::int32_t>(&next, 1));
     next = kiln::bitnet::argmax_row(logits, 0);  // waits for the step, as greedy decoding does
+  };
+  double seconds = 0.0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  const double bytes = m.weight_bytes_per_token();
+  double codes = 0.0;
+  for (const auto& L : m.layers()) codes += L.wqkv.bytes() + L.wo.bytes() + L.wgu.bytes() + L.wdown.bytes();
+  const double head = m.lm_head().bytes();
   state.counters["tok/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
-  kiln_bench::set_bytes(state, m.weight_bytes_per_token());
-  state.SetLabel(std::to_string(m.weight_bytes_per_token() / 1e9).substr(0, 5) + " GB of weights per token, " +
+  kiln_bench::set_bytes(state, bytes);
+  auto& rates = copy_rates()[threads];
+  if (!rates.empty() && state.iterations() > 0) {
+    std::vector<double> r = rates;
+    std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
+    const double copy_gbs = r[r.size() / 2];
+    const double bound = bytes / (copy_gbs * 1e9), per_token = seconds / double(state.iterations());
+    state.counters["copy_GB/s"] = copy_gbs;
+    state.counters["bound_ms"] = bound * 1e3;
+    state.counters["bound_share"] = bound / per_token;
+  }
+  if (ctx(threads).profiling()) {  // KILN_PROFILE=1: where four decode steps' time goes, on stderr
+    ctx(threads).clear_profile();
+    for (int i = 0; i < 4; ++i) step();
+    std::cerr << "decode, " << kiln::bitnet::to_string(t) << " table, " << threads << " threads, four steps:\n"
+              << kiln::profile_table(ctx(threads)) << "\n";
+  }
+  state.SetLabel(std::to_string(codes / 1e9).substr(0, 5) + " GB codes + " + std::to_string(head / 1e9).substr(0, 5) +
+                 " GB LM head (" + std::to_string(bytes / 1e9).substr(0, 5) + " GB weights) per token, " +
                  std::to_string(m.cfg().num_hidden_layers) + " layers");
 }
 
@@ -155,7 +217,7 @@ void prefill(benchmark::State& state, int threads, table_dtype t) {
 void register_all() {
   for (int t : kiln_bench::thread_counts()) {
     kiln_bench::configure(benchmark::RegisterBenchmark(("BM_copy/" + std::to_string(t) + "T").c_str(),
-                                                       [t](benchmark::State& s) { llama_bench::copy(s, ctx(t)); }))
+                                                       [t](benchmark::State& s) { copy(s, t); }))
         ->Unit(benchmark::kMillisecond);
   }
   for (table_dtype d : {table_dtype::bf16, table_dtype::int8}) {

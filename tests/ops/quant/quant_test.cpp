@@ -6,7 +6,8 @@
 // quantized products (exact int32 sums on integer data, a tolerance derived from the
 // scales otherwise), the epilogue and prologue fused, f16 activations, NaN rows, errors;
 // and on the CPU every micro-kernel path this build has against plain integer loops, and
-// the prefill products (column panels where the build has AVX-512 VNNI) on odd shapes.
+// the prefill products (column panels where the build has AVX-512 VNNI) and the decode
+// products (matvec.hpp's kernel, ditto) on odd shapes.
 #include <gtest/gtest.h>
 
 #include <kiln/kiln.hpp>
@@ -450,6 +451,32 @@ TEST(quant_cpu_paths, prefill_products_against_the_reference) {
   check_product<q::ternary, cpu>(24, 9, 257, {.per_row = true});
 }
 
+// The decode products (one row of x, one scale per weight row: cpu/quant/matvec.hpp where
+// the build has AVX-512 VNNI) against the reference: weight rows from 1 to 1000 (tiles of
+// 4 cut by the end, several tasks of rows), K with an odd last chunk or none, padding past
+// K (int4: one group a row), and K = 65600 (two segments of int32 sums).
+TEST(quant_cpu_paths, decode_products_against_the_reference) {
+  using cpu = kiln::cpu<>;
+  for (std::int64_t N : {1, 2, 3, 5, 261, 1000}) {
+    check_product<q::int8, cpu>(1, N, 96);
+    check_product<q::int4, cpu>(1, N, 64, {.group = 64});  // one group a row: one scale per row
+    check_product<q::int4, cpu>(1, N, 128, {.group = 128});
+    check_product<q::ternary, cpu>(1, N, 256, {.per_row = true});
+    check_product<q::ternary, cpu>(1, N, 130);
+  }
+  check_product<q::int8, cpu>(1, 7, 65600);
+  check_product<q::ternary, cpu>(1, 7, 65600, {.per_row = true});
+#if defined(KILN_QUANT_HAS_MATVEC512)
+  auto& c = ctx<cpu>();
+  const auto w = kiln::full(c, {8, 256}, 0.5f);
+  const auto x1 = kiln::full(c, {1, 256}, 1.0f), x2 = kiln::full(c, {2, 256}, 1.0f);
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x1, kiln::quantize<q::ternary>(w))), "cpu.quant.matvec vnni512");
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x1, kiln::quantize<q::int8>(w))), "cpu.quant.matvec vnni512");
+  EXPECT_NE(kiln::kernel_variant(kiln::matmul(x1, kiln::quantize<q::int4>(w, {.group = 32}))), "cpu.quant.matvec vnni512");
+  EXPECT_NE(kiln::kernel_variant(kiln::matmul(x2, kiln::quantize<q::ternary>(w))), "cpu.quant.matvec vnni512");
+#endif
+}
+
 // int4 in groups of 32 with K = 96 packs codes in chunks of 64: the last chunk's second
 // plane is padding, a segment past the row's 3 scales. It sums to 0 and its scale must
 // never be read: with the scales followed in memory by NaN (a slice of a larger buffer),
@@ -738,6 +765,52 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
     panels(q::int4{}, nc);
     panels(q::ternary{}, nc);
   }
+#endif
+#if defined(KILN_QUANT_HAS_MATVEC512)
+  // the decode kernel (one activation row, one scale per weight row): random codes over
+  // the whole range, 1 to 9 weight rows (tiles of 4 cut by the end, fewer rows than a
+  // tile), an odd last chunk or none, and rows of three segments of flush_planes planes
+  // (the last holding an odd chunk alone); the float result is the segments' exact int32
+  // sums added in order
+  const auto matvec = [&](auto scheme, std::int64_t chunks, std::int64_t rows) {
+    using S = decltype(scheme);
+    const std::int64_t K = chunks * S::chunk;
+    std::vector<std::uint8_t> w(static_cast<std::size_t>(rows * chunks * 32));
+    for (auto& b : w) b = static_cast<std::uint8_t>(uniform_int<int>(g, 1, 0, 255)[0]);
+    if (S::bits == 8)
+      for (auto& b : w) b = b == 0 ? 1 : b;
+    std::vector<std::int8_t> x(static_cast<std::size_t>(K));
+    for (auto& v : x) v = static_cast<std::int8_t>(uniform_int<int>(g, 1, -127, 127)[0]);
+    const std::int64_t nseg = cq::segments(K, 0);
+    std::vector<std::int32_t> xo(static_cast<std::size_t>(nseg));
+    cq::segment_offsets<S>(x.data(), K, 0, xo.data());
+    std::vector<std::int8_t> xs(static_cast<std::size_t>(cq::matvec::arranged_bytes<S>(chunks)));
+    cq::matvec::arrange<S>(x.data(), chunks, xs.data());
+    std::vector<float> out(static_cast<std::size_t>(rows) + 1, -1.0f);
+    cq::matvec::rows<S>(w.data(), chunks * 32, rows, xs.data(), chunks, xo.data(), out.data());
+    const std::int64_t seg = cq::flush_planes * 32;
+    for (std::int64_t n = 0; n < rows; ++n) {
+      const std::uint8_t* wr = w.data() + n * chunks * 32;
+      float want = 0.0f;
+      for (std::int64_t s0 = 0; s0 < K; s0 += seg) {
+        long long sum = 0;
+        for (std::int64_t k = s0; k < std::min(K, s0 + seg); ++k) sum += (long long)(cq::code_at<S>(wr, k) - S::offset) * x[k];
+        want += float(sum);
+      }
+      ASSERT_EQ(out[n], want) << "matvec " << S::name << " chunks " << chunks << " rows " << rows << " [" << n << "]";
+    }
+    ASSERT_EQ(out[rows], -1.0f) << "matvec " << S::name << " wrote past its rows";
+  };
+  for (std::int64_t rows : {1, 3, 4, 7, 9}) {
+    for (std::int64_t chunks : {1, 5, 6}) {
+      matvec(q::int8{}, chunks, rows);
+      matvec(q::int4{}, chunks, rows);
+      matvec(q::ternary{}, chunks, rows);
+    }
+  }
+  matvec(q::int8{}, 2 * cq::flush_planes + 1, 5);
+  matvec(q::int4{}, cq::flush_planes + 1, 5);
+  matvec(q::ternary{}, cq::flush_planes / 2 + 1, 5);
 #endif
   all(cq::isa_portable{}, "portable");
 #if defined(__AVX2__)

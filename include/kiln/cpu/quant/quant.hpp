@@ -7,7 +7,9 @@
 // ops/quant/qmatmul.hpp) into a buffer padded with zeros to whole chunks, then tasks of
 // (64 activation rows, 64 weight rows) run the integer micro-kernel (cpu/quant/dot.hpp)
 // on 4 x 4 tiles (1 x 4 for a single row: the decode step) over the whole of K and hand
-// each finished row segment to the epilogue once. A task's weight rows (64 x K bytes at
+// each finished row segment to the epilogue once. A single row against one scale per
+// weight row (BitNet's projections, an int8 LM head), where the build has AVX-512 VNNI,
+// takes cpu/quant/matvec.hpp's 512-bit kernel instead, tasks of 256 weight rows. A task's weight rows (64 x K bytes at
 // most) and activation rows stay in L2 while the tiles sweep them.
 // With at least panel_rows rows of x (prefill: 16, ternary 24), where the build has
 // AVX-512 VNNI, tasks of (64 weight rows, up to 512 rows of x) unpack their weight rows
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "kiln/cpu/quant/dot.hpp"
+#include "kiln/cpu/quant/matvec.hpp"
 #include "kiln/cpu/quant/panel.hpp"
 #include "kiln/cpu/structural.hpp"
 #include "kiln/ops/quant/quantize.hpp"
@@ -145,6 +148,23 @@ constexpr bool use_panels(index_t M) noexcept {
 #endif
 }
 
+/// Whether the product of M rows of x takes matvec.hpp's kernel with instruction set Isa:
+/// one row (the decode step) and one scale per weight row (gsub 0), where built.
+template <class Isa>
+constexpr bool use_matvec(index_t M, index_t gsub) noexcept {
+#if defined(KILN_QUANT_HAS_MATVEC512)
+  return std::is_same_v<Isa, isa_vnni> && M == 1 && gsub == 0;
+#else
+  (void)M;
+  (void)gsub;
+  return false;
+#endif
+}
+
+/// Weight rows per task of matvec.hpp's kernel: long enough runs of contiguous rows for
+/// the prefetchers, enough tasks to even out two threads.
+inline constexpr index_t matvec_task_rows = 256;
+
 /// out[r][c] for a tile of R activation rows from m0 and up to 4 weight rows from n0 (a
 /// tile past the end repeats its last row; those results are dropped by the caller).
 template <class Scheme, class Isa, int R>
@@ -251,6 +271,7 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
     const index_t K = s.op.layout.K;
     const index_t M = K > 0 ? s.input_shape.numel() / K : 0;
     if (cpu_quant::use_panels<Scheme, cpu_quant::isa_best>(M)) return "cpu.quant.gemm vnni512 panels";
+    if (cpu_quant::use_matvec<cpu_quant::isa_best>(M, s.op.layout.groups > 1 ? 1 : 0)) return "cpu.quant.matvec vnni512";
     return std::string(M == 1 ? "cpu.quant.matvec " : "cpu.quant.gemm ") + cpu_quant::isa_best::name;
   }
 
@@ -357,6 +378,31 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
           if (direct) std::copy(v, v + nn, direct + m * N + n0);
           else io.store(m * N + n0, m * N + n1, v);
         }
+      });
+      return;
+    }
+#endif
+
+#if defined(KILN_QUANT_HAS_MATVEC512)
+    if (use_matvec<Isa>(M, gsub)) {
+      // 2''. one row of x, one scale per weight row: matvec.hpp's tiles, a task per
+      // matvec_task_rows weight rows
+      std::unique_ptr<std::int8_t[]> xs(new std::int8_t[static_cast<std::size_t>(matvec::arranged_bytes<Scheme>(l.chunks))]);
+      matvec::arrange<Scheme>(xq.get(), l.chunks, xs.get());
+      const index_t tasks = (N + matvec_task_rows - 1) / matvec_task_rows;
+      const double work = double(N) * double(K) * 0.03 + double(N) * double(row_bytes) * byte_cost;
+      const int threads = structural_threads(state, work, 1.0, tasks);
+      const float s0 = sx[0];
+      for_tasks(tasks, threads, [&](index_t t) {
+        const index_t n0 = t * matvec_task_rows, n1 = std::min(N, n0 + matvec_task_rows), nn = n1 - n0;
+        std::byte* mem = cpu_scheduler::scratch(sizeof(float) * std::size_t((nn + 15) / 16 * 16) + sizeof(R_t) * std::size_t(nn));
+        float* o = reinterpret_cast<float*>(mem);
+        R_t* res = reinterpret_cast<R_t*>(o + (nn + 15) / 16 * 16);
+        matvec::rows<Scheme>(wbytes + n0 * row_bytes, row_bytes, nn, xs.get(), l.chunks, xoff.get(), o);
+        const float* sc = scales.data();
+        for (index_t n = 0; n < nn; ++n) res[n] = static_cast<R_t>(o[n] * sc[(n0 + n) * sstride] * s0);
+        if (direct) std::copy(res, res + nn, direct + n0);
+        else io.store(n0, n1, res);
       });
       return;
     }
