@@ -44,6 +44,7 @@
 
 #include "backends.hpp"
 #include "checks.hpp"
+#include "fixture_bounds.hpp"
 
 namespace bitnet_test {
 
@@ -54,91 +55,19 @@ using kiln_test::has;
 const std::string data = KILN_MODELS_TEST_DATA;
 const std::string packed_dir = data + "/tiny_bitnet", master_dir = data + "/tiny_bitnet_bf16";
 
-/// One variant of the fixture's expectations (packed, master, packed_int8).
-struct variant {
-  std::vector<std::int32_t> prompt, generated;
-  std::vector<float> logits, flip, xf_max;  // [rows, vocab], [rows, vocab], [rows]
-  index_t rows = 0, vocab = 0;
-  std::vector<double> tol;  // the bound per logit, [rows, vocab]
-};
+/// One variant of the fixture's expectations (packed, master, packed_int8) with the bound
+/// of each logit (derived above; computed in fixture_bounds.hpp, which the tensor-parallel
+/// tests share).
+using variant = kiln_test::fixtures::expected;
 
-/// sum_i |E_vi| of the fixture's embedding (bf16 values), per row v.
-const std::vector<double>& embedding_abs_sums() {
-  static const std::vector<double> s = [] {
-    kiln::context<kiln::cpu<>> c;
-    const auto f = kiln::safetensors::open(packed_dir + "/model.safetensors");
-    const auto e = f.load<kiln::bfloat16>(c, "model.embed_tokens.weight");
-    const index_t V = e.shape()[0], H = e.shape()[1];
-    const auto h = e.to_host();
-    std::vector<double> r(static_cast<std::size_t>(V), 0.0);
-    for (index_t v = 0; v < V; ++v) {
-      for (index_t i = 0; i < H; ++i) r[v] += std::fabs(double(float(h[v * H + i])));
-    }
-    return r;
-  }();
-  return s;
-}
-
-const variant& fixture(const std::string& name) {
-  static std::map<std::string, variant> all;
-  auto it = all.find(name);
-  if (it != all.end()) return it->second;
-  kiln::context<kiln::cpu<>> c;
-  const auto f = kiln::safetensors::open(data + "/tiny_bitnet_expected.safetensors");
-  variant r;
-  r.prompt = f.load<std::int32_t>(c, "prompt").to_host();
-  r.generated = f.load<std::int32_t>(c, name + ".generated").to_host();
-  const auto l = f.load<float>(c, name + ".logits");
-  r.rows = l.shape()[0];
-  r.vocab = l.shape()[1];
-  r.logits = l.to_host();
-  r.flip = f.load<float>(c, name + ".flip").to_host();
-  r.xf_max = f.load<float>(c, name + ".xf_max").to_host();
-  const double delta = f.load<float>(c, "delta").to_host()[0];
-  // the bound (see the top of this file)
-  const double u = std::ldexp(1.0, -24), rho = delta / 254.0, H = 40.0;
-  const auto& es = embedding_abs_sums();
-  r.tol.resize(r.logits.size());
-  for (index_t t = 0; t < r.rows; ++t) {
-    for (index_t v = 0; v < r.vocab; ++v) {
-      const std::size_t k = static_cast<std::size_t>(t * r.vocab + v);
-      // the int8 table's rows are within 1/254 of max|E_v| of the bf16 ones
-      const double e = name == "packed_int8" ? es[v] * (1.0 + 1.0 / 127.0) : es[v];
-      r.tol[k] = (rho + H * u) * double(r.xf_max[t]) * e + 2.0 * double(r.flip[k]) + u * std::fabs(double(r.logits[k]));
-    }
-  }
-  return all.emplace(name, std::move(r)).first->second;
-}
+const variant& fixture(const std::string& name) { return kiln_test::fixtures::bitnet(name); }
 
 /// prompt + every generated id but the last: the rows of the fixture's logits.
-std::vector<std::int32_t> tokens(const variant& e) {
-  auto t = e.prompt;
-  t.insert(t.end(), e.generated.begin(), e.generated.end() - 1);
-  return t;
-}
+std::vector<std::int32_t> tokens(const variant& e) { return e.tokens(); }
 
 /// got [n, vocab] against the fixture's rows [first, first + n), each logit within its bound.
 ::testing::AssertionResult within_bound(const variant& e, const std::vector<float>& got, index_t first, index_t n) {
-  if (static_cast<index_t>(got.size()) != n * e.vocab) {
-    return ::testing::AssertionFailure() << "got " << got.size() << " logits for " << n << " rows of " << e.vocab;
-  }
-  double worst = 0.0;  // largest |error| / bound
-  index_t wt = 0, wv = 0;
-  for (index_t r = 0; r < n; ++r) {
-    for (index_t v = 0; v < e.vocab; ++v) {
-      const std::size_t k = static_cast<std::size_t>((first + r) * e.vocab + v);
-      const double err = std::fabs(double(got[static_cast<std::size_t>(r * e.vocab + v)]) - double(e.logits[k])) / e.tol[k];
-      if (!(err <= worst)) {
-        worst = std::isnan(err) ? INFINITY : err;
-        wt = first + r;
-        wv = v;
-      }
-    }
-  }
-  if (worst <= 1.0) return ::testing::AssertionSuccess();
-  const std::size_t k = static_cast<std::size_t>(wt * e.vocab + wv);
-  return ::testing::AssertionFailure() << "position " << wt << ", logit " << wv << ": reference " << e.logits[k]
-                                       << ", error " << worst * e.tol[k] << " above the bound " << e.tol[k];
+  return e.within(got, first, n);
 }
 
 /// The fixture's greedy choices are decided by the bound: best - second > both bounds.

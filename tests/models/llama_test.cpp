@@ -26,6 +26,7 @@
 
 #include "backends.hpp"
 #include "checks.hpp"
+#include "fixture_bounds.hpp"
 
 namespace fs = std::filesystem;
 using kiln::index_t;
@@ -36,53 +37,16 @@ namespace {
 const std::string data_dir = KILN_MODELS_TEST_DATA;
 
 /// The fixture's prompt, greedy ids and float64-reference logits (rows: every prompt
-/// position, then every generated token but the last).
-struct expected {
-  std::vector<std::int32_t> prompt, generated;
-  std::vector<float> logits;  // [rows, vocab]
-  index_t rows = 0, vocab = 0;
-};
-
-const expected& fixture() {
-  static const expected e = [] {
-    kiln::context<kiln::cpu<>> c;
-    const auto f = kiln::safetensors::open(data_dir + "/tiny_llama_expected.safetensors");
-    expected r;
-    r.prompt = f.load<std::int32_t>(c, "prompt").to_host();
-    r.generated = f.load<std::int32_t>(c, "generated").to_host();
-    const auto l = f.load<float>(c, "logits");
-    r.rows = l.shape()[0];
-    r.vocab = l.shape()[1];
-    r.logits = l.to_host();
-    return r;
-  }();
-  return e;
-}
+/// position, then every generated token but the last), from fixture_bounds.hpp (which the
+/// tensor-parallel tests share).
+const kiln_test::fixtures::expected& fixture() { return kiln_test::fixtures::llama(); }
 
 /// Compares logits rows [first, first + n) of the fixture with got [n, vocab].
 /// Tolerance: float32 accumulation over two layers of width <= 83 from values of size ~1
 /// gives errors near 1e-5; 2e-4 * (1 + |want|) leaves room for the reduction orders of
 /// every kernel path and is still 100x below the smallest greedy gap (0.03).
 ::testing::AssertionResult logits_match(const std::vector<float>& got, index_t first, index_t n, double tol = 2e-4) {
-  const auto& e = fixture();
-  if (static_cast<index_t>(got.size()) != n * e.vocab) {
-    return ::testing::AssertionFailure() << "got " << got.size() << " logits for " << n << " rows of " << e.vocab;
-  }
-  double worst = 0.0;
-  index_t at = -1;
-  for (index_t r = 0; r < n; ++r) {
-    for (index_t v = 0; v < e.vocab; ++v) {
-      const double want = e.logits[static_cast<std::size_t>((first + r) * e.vocab + v)];
-      const double g = got[static_cast<std::size_t>(r * e.vocab + v)];
-      const double err = std::fabs(g - want) / (1.0 + std::fabs(want));
-      if (!(err <= worst)) {
-        worst = std::isnan(err) ? INFINITY : err;
-        at = r;
-      }
-    }
-  }
-  if (worst <= tol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "row " << first + at << ": relative error " << worst << " above " << tol;
+  return fixture().within(got, first, n, tol / 2e-4);  // the fixture's bound is 2e-4 * (1 + |want|)
 }
 
 std::vector<std::int32_t> fixture_tokens() {  // the prompt and every generated id but the last

@@ -6,7 +6,7 @@
 //
 //   kiln::dist::environment env(argc, argv);
 //   auto comm = kiln::dist::communicator::world();
-//   auto m = kiln::llama::model<float, kiln::cpu<>>::load(ctx, dir, {}, kiln::dist::tensor_parallel<kiln::cpu<>>(comm));
+//   auto m = kiln::llama::model<float, kiln::cpu<>>::load(ctx, dir, {}, kiln::dist::tensor_parallel(ctx, comm));
 //   auto logits = m.forward(ids);   // [1, vocab] on every rank: the logits all-gathered
 //
 // The split, per layer: q/k/v and gate/up are column-parallel (rank r computes its heads'
