@@ -167,7 +167,7 @@ bool verified(benchmark::State& state, verdict& v, Check&& check) {
 }
 
 /// Says in the benchmark context how this binary was compiled. A build with
-/// KILN_PROGRAM_OPTIMIZE (the ci preset: -O1, compiled to check that it builds and runs)
+/// KILN_PROGRAM_OPTIMIZE (the ci preset: -Og, compiled to check that it builds and runs)
 /// is marked `kiln_build: check build` and warned about on stderr: no figure from it may
 /// be quoted; measure with the release preset.
 inline void describe_build() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/test.sh — installs missing packages, builds kiln (ci preset: the release build
-# of the library and its tests, with the benchmarks and examples compiled at -O1 to check
+# of the library, with its tests, benchmarks and examples compiled at -Og to check
 # that they build and run; measure with the release preset) and runs the whole test
 # suite with ctest. `scripts/test.sh release` builds and tests the release preset instead.
 # `scripts/test.sh asan` runs the suite under AddressSanitizer + UBSan instead.
