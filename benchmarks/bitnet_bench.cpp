@@ -7,10 +7,11 @@
 //   BM_bitnet_decode/<table>/<t>T    one token per iteration after a 128-token prompt:
 //                                    tok/s; "GB", the weight bytes read per token (ternary
 //                                    codes + scales, LM head, norms) times tok/s; and the
-//                                    weight-streaming bound of that run: "bound_ms", those
-//                                    bytes over the median GB/s of BM_copy/<t>T measured
-//                                    before it in the same run, "bound_share", bound_ms
-//                                    over the measured time per token (1: at the bound)
+//                                    weight-streaming bound of that run: "copy_GB/s", the
+//                                    median of BM_copy/<t>T's repetitions run before it
+//                                    (the filter must keep it), "bound_ms", those bytes
+//                                    over it, "bound_share", bound_ms over the measured
+//                                    time per token (1: at the bound)
 //   BM_bitnet_prefill/<table>/<t>T   128 prompt tokens in one forward step: tok/s
 // <table>: the embedding / LM head kept as bf16 or int8. The label splits the bytes per
 // token into the packed codes (+ scales) and the LM head. KILN_BITNET_BENCH_LAYERS changes
@@ -29,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -134,10 +136,26 @@ std::vector<std::int32_t> prompt() {
   return ids;
 }
 
-/// GB/s (bytes read plus written) of each repetition of BM_copy/<t>T, by thread count.
-std::map<int, std::vector<double>>& copy_rates() {
-  static std::map<int, std::vector<double>> r;
+/// GB/s (bytes read plus written) of each run of BM_copy/<t>T, by thread count, with its
+/// iteration count: Google Benchmark's first runs of a benchmark only size the iteration
+/// count, and the repetitions are the runs with the most iterations.
+std::map<int, std::vector<std::pair<benchmark::IterationCount, double>>>& copy_rates() {
+  static std::map<int, std::vector<std::pair<benchmark::IterationCount, double>>> r;
   return r;
+}
+
+/// The median GB/s of BM_copy/<t>T's repetitions in this run (0 when it did not run).
+double copy_rate(int threads) {
+  const auto& runs = copy_rates()[threads];
+  benchmark::IterationCount most = 0;
+  for (const auto& [n, r] : runs) most = std::max(most, n);
+  std::vector<double> v;
+  for (const auto& [n, r] : runs) {
+    if (n == most) v.push_back(r);
+  }
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 /// llama_bench::copy's copy of 512 MiB of f32 (kiln's `b = a`), its loop timed here too:
@@ -158,7 +176,7 @@ void copy(benchmark::State& state, int threads) {
   }
   const double bytes = 2.0 * 4.0 * double(n);
   kiln_bench::set_bytes(state, bytes);
-  if (seconds > 0.0) copy_rates()[threads].push_back(bytes * double(state.iterations()) / seconds / 1e9);
+  if (seconds > 0.0) copy_rates()[threads].emplace_back(state.iterations(), bytes * double(state.iterations()) / seconds / 1e9);
 }
 
 void decode(benchmark::State& state, int threads, table_dtype t) {
@@ -183,11 +201,7 @@ void decode(benchmark::State& state, int threads, table_dtype t) {
   const double head = m.lm_head().bytes();
   state.counters["tok/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
   kiln_bench::set_bytes(state, bytes);
-  auto& rates = copy_rates()[threads];
-  if (!rates.empty() && state.iterations() > 0) {
-    std::vector<double> r = rates;
-    std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
-    const double copy_gbs = r[r.size() / 2];
+  if (const double copy_gbs = copy_rate(threads); copy_gbs > 0.0 && state.iterations() > 0) {
     const double bound = bytes / (copy_gbs * 1e9), per_token = seconds / double(state.iterations());
     state.counters["copy_GB/s"] = copy_gbs;
     state.counters["bound_ms"] = bound * 1e3;

@@ -161,6 +161,13 @@ constexpr bool use_matvec(index_t M, index_t gsub) noexcept {
 #endif
 }
 
+/// Work units per weight byte of a decode product (one row of x), for the thread count:
+/// the weight streams from memory once, read at about 20 GB/s by a core, where
+/// cpu/evaluate.hpp's byte_cost prices data in the caches. With byte_cost, the q/k/v and
+/// o projections of BitNet 2B-4T (2.5 and 1.6 MB of codes) counted as too little work for
+/// a second thread and ran on one.
+inline constexpr double stream_byte_cost = 4 * cpu_loop::byte_cost;
+
 /// Weight rows per task of matvec.hpp's kernel: long enough runs of contiguous rows for
 /// the prefetchers, enough tasks to even out two threads.
 inline constexpr index_t matvec_task_rows = 256;
@@ -390,7 +397,7 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
       std::unique_ptr<std::int8_t[]> xs(new std::int8_t[static_cast<std::size_t>(matvec::arranged_bytes<Scheme>(l.chunks))]);
       matvec::arrange<Scheme>(xq.get(), l.chunks, xs.get());
       const index_t tasks = (N + matvec_task_rows - 1) / matvec_task_rows;
-      const double work = double(N) * double(K) * 0.03 + double(N) * double(row_bytes) * byte_cost;
+      const double work = double(N) * double(K) * 0.03 + double(N) * double(row_bytes) * stream_byte_cost;
       const int threads = structural_threads(state, work, 1.0, tasks);
       const float s0 = sx[0];
       for_tasks(tasks, threads, [&](index_t t) {
@@ -410,7 +417,7 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
 
     // 2. tiles of the product, a task per (64 rows of x, 64 rows of the weight)
     const index_t mt = (M + task_rows - 1) / task_rows, nt = (N + task_rows - 1) / task_rows;
-    const double work = double(M) * double(N) * double(K) * 0.03 + double(N) * double(row_bytes) * byte_cost;
+    const double work = double(M) * double(N) * double(K) * 0.03 + double(N) * double(row_bytes) * (M == 1 ? stream_byte_cost : byte_cost);
     const int threads = structural_threads(state, work, 1.0, mt * nt);
     for_tasks(mt * nt, threads, [&](index_t t) {
       const index_t m0 = (t % mt) * task_rows, m1 = std::min(M, m0 + task_rows);
