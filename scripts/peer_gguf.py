@@ -29,10 +29,9 @@ tokens, then "▁tN"): llama-bench draws random ids and never tokenizes text. Ll
 rows are permuted from the HF half-split rotary layout to GGML's interleaved one, as
 llama.cpp's convert_hf_to_gguf.py does for Llama, so the two programs compute the same
 function; for BitNet its converter does not permute, and neither does this script.
-Differences that remain (speed-neutral): llama.cpp's BitNet graph uses SiLU in the gated FFN
-where the 2B-4T config says relu2, and it multiplies float activations by the ternary
-weights where kiln quantizes the activations to int8 per token (W1.58A8) as the model
-card's formula does.
+Differences that remain (about speed-neutral): llama.cpp's BitNet graph uses SiLU in the gated
+FFN where the 2B-4T config says relu2, and it quantizes the activations to int8 per block of
+256 (Q8_K) where kiln does per token (W1.58A8), as the model card's formula does.
 """
 import argparse
 import json

@@ -28,7 +28,8 @@
 # Options: --llama-cpp DIR (required), --kiln-build DIR, --work DIR, --rounds N,
 #   --models "llama bitnet" (which tables), --threads "2" (llama table) and --bitnet-threads
 #   "1 2", --layers N (fewer layers: a quick check of the script), --jobs N (build
-#   parallelism, default nproc).
+#   parallelism, default nproc), --table-only (print the tables of the last run's
+#   WORK/results.tsv again, running nothing).
 # The machine and its load (uptime before and after) are printed with the tables; the raw
 # results are in WORK/results.tsv.
 set -euo pipefail
@@ -36,7 +37,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 llama_cpp="" kiln_build="build/release" work="/tmp/kiln-peer" rounds=3 models="llama bitnet"
-threads="2" bitnet_threads="1 2" layers="" jobs="$(nproc)"
+threads="2" bitnet_threads="1 2" layers="" jobs="$(nproc)" table_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --llama-cpp) llama_cpp="$2"; shift 2 ;;
@@ -48,6 +49,7 @@ while [ $# -gt 0 ]; do
     --bitnet-threads) bitnet_threads="$2"; shift 2 ;;
     --layers) layers="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
+    --table-only) table_only=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "peer_llama_cpp.sh: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
@@ -59,15 +61,17 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 "$py" -c 'import numpy' 2>/dev/null || { echo "peer_llama_cpp.sh: needs numpy (apt-get install python3-numpy)" >&2; exit 2; }
 
-# ---- 1. builds --------------------------------------------------------------------------
 bench="$llama_cpp/build/bin/llama-bench" quantize="$llama_cpp/build/bin/llama-quantize"
+transformer="$kiln_build/examples/transformer"
+tsv="$work/results.tsv"
+if [ "$table_only" = 0 ]; then
+# ---- 1. builds --------------------------------------------------------------------------
 if [ ! -x "$bench" ] || [ ! -x "$quantize" ]; then
   echo "== building llama.cpp in $llama_cpp/build (CPU, native, Release)"
   cmake -S "$llama_cpp" -B "$llama_cpp/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
   cmake --build "$llama_cpp/build" -j "$jobs" --target llama-bench llama-quantize
 fi
-transformer="$kiln_build/examples/transformer"
 if [ ! -x "$transformer" ]; then
   echo "== building kiln's examples/transformer in $kiln_build (Release)"
   cmake -S . -B "$kiln_build" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -102,9 +106,11 @@ done
 
 # ---- 3. runs ----------------------------------------------------------------------------
 ids=$("$py" -c 'print(",".join(str((i * 7919 + 1) % 32000) for i in range(128)))')
-tsv="$work/results.tsv"
 : >"$tsv"
-load_before=$(uptime)
+{ echo "Machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "llama.cpp: $(git -C "$llama_cpp" log -1 --format='%h (%cs)' 2>/dev/null || echo "$llama_cpp"), $bench"
+  echo "kiln: $transformer, built $(date -u -r "$transformer" '+%Y-%m-%d %H:%M UTC') (this repository: $(git log -1 --format='%h'))"
+  echo "load before: $(uptime)"; } >"$work/machine.txt"
 
 parse_jsonl='
 import json, sys
@@ -161,22 +167,22 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 
+echo "load after:  $(uptime)" >>"$work/machine.txt"
+fi
+
 # ---- the tables -------------------------------------------------------------------------
 echo
-echo "Machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "llama.cpp: $(git -C "$llama_cpp" log -1 --format='%h (%cs)' 2>/dev/null || echo "$llama_cpp"), $bench"
-echo "kiln: $transformer, built $(date -u -r "$transformer" '+%Y-%m-%d %H:%M UTC') (this repository: $(git log -1 --format='%h'))"
-echo "load before: $load_before"
-echo "load after:  $(uptime)"
-"$py" - "$tsv" "$rounds" <<'EOF'
+cat "$work/machine.txt"
+"$py" - "$tsv" <<'EOF'
 import statistics, sys
 from collections import defaultdict
 v = defaultdict(list)
-order = []
+order, rounds = [], set()
 for line in open(sys.argv[1]):
     m, label, t, prog, metric, val, r = line.rstrip("\n").split("\t")
     if val:
         v[(m, label, t, prog, metric)].append(float(val))
+    rounds.add(r)
     if (m, label, t) not in order:
         order.append((m, label, t))
 def med(*k):
@@ -185,7 +191,7 @@ def med(*k):
 def rng(*k):
     x = v.get(k)
     return f"{statistics.median(x):.1f} ({min(x):.1f}-{max(x):.1f})" if x else "-"
-print(f"\nMedians of {sys.argv[2]} interleaved rounds (min-max), tokens/s; prefill: 128-token prompt; "
+print(f"\nMedians of {len(rounds)} interleaved rounds (min-max), tokens/s; prefill: 128-token prompt; "
       "decode: 64 tokens after 128.")
 for model in ("llama", "bitnet"):
     rows = [k for k in order if k[0] == model]
