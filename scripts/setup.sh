@@ -8,7 +8,7 @@
 set -euo pipefail
 
 packages=(
-  cmake make g++ pkg-config                       # toolchain
+  cmake make ninja-build g++ pkg-config           # toolchain (the ci preset builds with Ninja)
   libgtest-dev libgmock-dev libbenchmark-dev      # tests and benchmarks
   libeigen3-dev xtl-dev libxsimd-dev              # oracle, SIMD
   nlohmann-json3-dev                              # kiln::io (safetensors)
