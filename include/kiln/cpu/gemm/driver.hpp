@@ -228,6 +228,17 @@ struct gemm {
     for (index_t r = pr.r0; r < pr.r1; ++r) store_row(r, 0, N(), buf);
   }
 
+  /// The problem's rows of a as contiguous floats (rows x K) in this thread's scratch.
+  const float* gather_rows(const problem& pr) const {
+    const index_t K_ = K(), rows = pr.rows();
+    float* abuf = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * K_) * sizeof(float)));
+    for (index_t r = 0; r < rows; ++r) {
+      const float* row = a_row(pr.r0 + r, 0, K_, abuf + r * K_);
+      if (row != abuf + r * K_) std::copy(row, row + K_, abuf + r * K_);
+    }
+    return abuf;
+  }
+
   /// Rows <= 4 against a k-contiguous b.
   /// One row (a matrix times a vector, the decode step): when the row of a takes at most
   /// a quarter of the L1, b's columns are taken one after the other (dot_one), so that
@@ -245,11 +256,7 @@ struct gemm {
   template <int R>
   void dot_rows(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N();
-    float* abuf = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(R * K_) * sizeof(float)));
-    for (int r = 0; r < R; ++r) {
-      const float* row = a_row(pr.r0 + r, 0, K_, abuf + r * K_);
-      if (row != abuf + r * K_) std::copy(row, row + K_, abuf + r * K_);
-    }
+    const float* abuf = gather_rows(pr);
     const BT* b = op.b + pr.boff;
     const index_t bcs = op.bcs;
     constexpr int NB = R > 1 ? 4 : sizeof(BT) < sizeof(float) && simd::is_avx512<A> ? 12 : 8;
@@ -275,11 +282,7 @@ struct gemm {
   /// group from the L1 and b streams from memory once; the rows of a stay in the L2.
   void dot_row_groups(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N(), rows = pr.rows();
-    float* abuf = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * K_) * sizeof(float)));
-    for (index_t r = 0; r < rows; ++r) {
-      const float* row = a_row(pr.r0 + r, 0, K_, abuf + r * K_);
-      if (row != abuf + r * K_) std::copy(row, row + K_, abuf + r * K_);
-    }
+    const float* abuf = gather_rows(pr);
     const BT* b = op.b + pr.boff;
     const index_t bcs = op.bcs;
     // 4 x GB accumulators, 4 rows and a column in registers: 21 of AVX-512's 32, 13 of
