@@ -68,13 +68,7 @@ class checkpoint {
   template <element W, class B>
   tensor<W, B> load_rows(const context<B>& ctx, const std::string& name, const shape& want, index_t r0,
                          index_t r1) const {
-    const auto& f = file_of(name);
-    const auto& i = f.info(name);
-    const shape got{std::span<const index_t>(i.shape.data(), i.shape.size())};
-    if (got != want) {
-      throw format_error("kiln::models::checkpoint: " + f.path() + ": '" + name + "' is " + got.to_string() +
-                         ", the config needs " + want.to_string());
-    }
+    const auto& f = checked_file(name, want);
     if (want.rank() == 0) {
       throw format_error("kiln::models::checkpoint: " + f.path() + ": '" + name + "' must not be 0-d");
     }
@@ -95,19 +89,9 @@ class checkpoint {
         std::memcpy(copy.data(), p, n * sizeof(S));
         src = copy;
       }
-      if constexpr (std::is_same_v<S, W>) {
-        return from_host(ctx, out, src);
-      } else {
-        auto t = empty<W>(ctx, out);
-        t = cast<W>(from_host(ctx, out, src));
-        return t;
-      }
+      return upload_as<W>(ctx, out, src);
     };
-    if (i.dtype == "F32") return upload(float{});
-    if (i.dtype == "F16") return upload(half{});
-    if (i.dtype == "BF16") return upload(bfloat16{});
-    throw format_error("kiln::models::checkpoint: " + f.path() + ": '" + name + "' is stored as " + i.dtype +
-                       "; weights must be F32, F16 or BF16");
+    return with_stored_float(f, name, upload);
   }
 
   /// Rows [r0, r1) and columns [c0, c1) of the 2-D tensor called name (whose shape must be
@@ -118,13 +102,7 @@ class checkpoint {
   tensor<W, B> load_block(const context<B>& ctx, const std::string& name, const shape& want, index_t r0, index_t r1,
                           index_t c0, index_t c1) const {
     if (want.rank() != 2 || (c0 == 0 && c1 == want[1])) return load_rows<W>(ctx, name, want, r0, r1);
-    const auto& f = file_of(name);
-    const auto& i = f.info(name);
-    const shape got{std::span<const index_t>(i.shape.data(), i.shape.size())};
-    if (got != want) {
-      throw format_error("kiln::models::checkpoint: " + f.path() + ": '" + name + "' is " + got.to_string() +
-                         ", the config needs " + want.to_string());
-    }
+    const auto& f = checked_file(name, want);
     const index_t cols = want[1], rows = r1 - r0, w = c1 - c0;
     const shape out{rows, w};
     const auto upload = [&](auto stored) {
@@ -136,19 +114,9 @@ class checkpoint {
                     static_cast<std::size_t>(w) * sizeof(S));
       }
       const std::span<const S> src(copy);
-      if constexpr (std::is_same_v<S, W>) {
-        return from_host(ctx, out, src);
-      } else {
-        auto t = empty<W>(ctx, out);
-        t = cast<W>(from_host(ctx, out, src));
-        return t;
-      }
+      return upload_as<W>(ctx, out, src);
     };
-    if (i.dtype == "F32") return upload(float{});
-    if (i.dtype == "F16") return upload(half{});
-    if (i.dtype == "BF16") return upload(bfloat16{});
-    throw format_error("kiln::models::checkpoint: " + f.path() + ": '" + name + "' is stored as " + i.dtype +
-                       "; weights must be F32, F16 or BF16");
+    return with_stored_float(f, name, upload);
   }
 
   /// The whole tensor (see load_rows).
@@ -172,6 +140,42 @@ class checkpoint {
     const auto it = where_.find(name);
     if (it == where_.end()) throw format_error("kiln::models::checkpoint: no tensor '" + name + "' in " + dir_);
     return *files_[it->second];
+  }
+
+  /// The file holding the tensor called name, whose shape must be want.
+  const safetensors::file& checked_file(const std::string& name, const shape& want) const {
+    const auto& f = file_of(name);
+    const auto& i = f.info(name);
+    const shape got{std::span<const index_t>(i.shape.data(), i.shape.size())};
+    if (got != want) {
+      throw format_error("kiln::models::checkpoint: " + f.path() + ": '" + name + "' is " + got.to_string() +
+                         ", the config needs " + want.to_string());
+    }
+    return f;
+  }
+
+  /// upload(S{}) for the stored float dtype S (float, half, bfloat16) of the tensor called
+  /// name; kiln::format_error naming it for any other dtype.
+  template <class F>
+  static auto with_stored_float(const safetensors::file& f, const std::string& name, F&& upload) {
+    const auto& dtype = f.info(name).dtype;
+    if (dtype == "F32") return upload(float{});
+    if (dtype == "F16") return upload(half{});
+    if (dtype == "BF16") return upload(bfloat16{});
+    throw format_error("kiln::models::checkpoint: " + f.path() + ": '" + name + "' is stored as " + dtype +
+                       "; weights must be F32, F16 or BF16");
+  }
+
+  /// Host values of dtype S as a tensor of dtype W and shape out on ctx's device.
+  template <element W, class B, class S>
+  static tensor<W, B> upload_as(const context<B>& ctx, const shape& out, std::span<const S> src) {
+    if constexpr (std::is_same_v<S, W>) {
+      return from_host(ctx, out, src);
+    } else {
+      auto t = empty<W>(ctx, out);
+      t = cast<W>(from_host(ctx, out, src));
+      return t;
+    }
   }
 
   std::string dir_;
