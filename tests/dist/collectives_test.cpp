@@ -13,20 +13,12 @@
 #include <kiln/kiln.hpp>
 
 #include "backends.hpp"
+#include "dist_support.hpp"
 
 namespace {
 
-kiln::dist::communicator& comm() {
-  static kiln::dist::communicator c = kiln::dist::communicator::world();
-  return c;
-}
-
-struct backend_names {
-  template <class B>
-  static std::string GetName(int) {
-    return std::is_same_v<B, kiln::cpu<>> ? "cpu" : "vulkan";
-  }
-};
+using kiln_test::dist::backend_names;
+kiln::dist::communicator& comm() { return kiln_test::dist::world(); }
 
 template <class T, class B>
 kiln::tensor<T, B> make(const kiln::shape& s, std::vector<T> v) {

@@ -19,6 +19,7 @@
 #include <kiln/models/llama.hpp>
 
 #include "backends.hpp"
+#include "dist_support.hpp"
 #include "fixture_bounds.hpp"
 
 namespace {
@@ -26,17 +27,8 @@ namespace {
 namespace fx = kiln_test::fixtures;
 using kiln::index_t;
 
-kiln::dist::communicator& tp_comm() {
-  static kiln::dist::communicator c = kiln::dist::communicator::world();
-  return c;
-}
-
-struct backend_names {
-  template <class B>
-  static std::string GetName(int) {
-    return std::is_same_v<B, kiln::cpu<>> ? "cpu" : "vulkan";
-  }
-};
+using kiln_test::dist::backend_names;
+kiln::dist::communicator& tp_comm() { return kiln_test::dist::world(); }
 
 /// Every position at once, token by token on the cache, and greedy generation (each step's
 /// logits within the bound, the ids those of one process: the fixture's, and m1's).
