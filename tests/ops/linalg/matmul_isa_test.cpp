@@ -2,7 +2,8 @@
 // this machine runs (SSE2: a 6 x 8 tile; AVX2 without and with FMA: 6 x 16; AVX-512 when
 // the CPU has it: 12 x 32), every path (dot, stream, rows_dot, packed with edge tiles)
 // against the float64 reference, as the exp test does for its lanes. 7 and 16 rows take
-// the dot path's groups of four (a short last group) against the transposed weight. K = 1300 takes
+// the dot path's groups of four (a short last group) against the transposed weight, 29 and
+// 67 rows too with 16-bit weights (dot_max_rows(): 32 on AVX2, 96 on AVX-512). K = 1300 takes
 // several depth steps (kc) on every instruction set; N = 300 splits the packed product's
 // columns between the threads; `* 2` takes the path with an epilogue. One row: a short K
 // takes its weight rows one after the other, a long K (3000) side by side. The weight as
@@ -30,7 +31,7 @@ template <class Arch, class... W16>
 void check_arch(const char* name) {
   kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
   auto g = kiln_test::rng();
-  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {130, 129, 257},
+  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {130, 129, 257},
                                {40, 70, 1300}, {100, 300, 1300}};
   for (const auto& s : shapes) {
     const index_t M = s[0], N = s[1], K = s[2];

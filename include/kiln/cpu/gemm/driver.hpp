@@ -4,7 +4,7 @@
 // Rows of the product are (batch, m) pairs; when b has no batch of its own, every batch
 // of a is one tall matrix (rows = batches * M) and the product one GEMM. Paths, chosen per
 // product by choose_path() (kiln::kernel_variant names them):
-//   dot     rows <= dot_max_rows and b k-contiguous (an nn.Linear weight read as its
+//   dot     rows <= dot_max_rows() and b k-contiguous (an nn.Linear weight read as its
 //           transpose): each output a dot product, b streamed once at memory speed,
 //           nothing packed (past 4 rows, groups of 4 take each few columns in turn).
 //   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
@@ -44,17 +44,32 @@ namespace cpu_gemm {
 
 enum class path { zeros, dot, stream, rows_dot, packed };
 
-/// The most rows the dot path takes. A few rows against a k-contiguous b (the decode step
-/// of a batch of sequences) read b once there; the packed path would convert and pack all
-/// of b for them and fill a fraction of its MR-row tile. Measured on f16 weights
-/// [11264, 2048] at 2 threads (Zen 4, AVX-512): see dot_row_groups().
-inline constexpr index_t dot_max_rows = 16;
+/// The most rows the dot path takes for weights of dtype BT on arch A. A few rows against a
+/// k-contiguous b (the decode step of a batch of sequences, a short prefill chunk) read b
+/// once there; the packed path converts and packs all of b for them and fills a fraction
+/// of its MR-row tile. dot_row_groups() keeps GB columns of b in the L1 while every group
+/// of 4 rows passes over them, so the bound is how many GB x K columns the L1 holds:
+/// 16-bit columns fit at K = 2048 and, on AVX-512, serve a tall block of rows from the L2
+/// faster than the packed path does. Measured at 2 threads on a Zen 4, dot over packed
+/// time, rows 24 / 32 / 48 / 64 / 96 / 128 / 256:
+///   f16 [11264, 2048], AVX-512: 1.81 1.71 1.34 1.63 1.33 1.01 0.95;
+///   f16 [2048, 5632],  AVX-512: 1.24 1.37 1.30 1.15 1.21 1.10 0.93;
+///   bf16 [2048, 2048], AVX-512: 1.48 1.49 1.27 1.14 1.06 0.94 0.84;
+///   f16 [11264, 2048], AVX2:    0.99 1.19 1.00 0.92 0.83 0.85 0.65;
+///   f16 [2048, 5632],  AVX2:    1.11 1.10 0.85 0.77 0.64 0.64 0.59;
+///   f32 [11264, 2048], AVX-512: 0.99 1.13 0.62 0.67 0.59 0.58 0.60 (f32 columns fill the L1).
+template <class A, class BT>
+constexpr index_t dot_max_rows() {
+  if constexpr (sizeof(BT) < sizeof(float)) return simd::is_avx512<A> ? 96 : 32;
+  return 16;
+}
 
-/// The path for a product of `rows` rows with b's strides (brs along k, bcs along n).
-template <class A>
+/// The path for a product of `rows` rows with b (dtype BT) of strides brs along k, bcs
+/// along n.
+template <class A, class BT>
 path choose_path(const matmul_dims& d, index_t rows, index_t brs, index_t bcs) {
   if (d.K == 0) return path::zeros;
-  if (rows <= dot_max_rows && (brs == 1 || d.K == 1)) return path::dot;
+  if (rows <= dot_max_rows<A, BT>() && (brs == 1 || d.K == 1)) return path::dot;
   if (rows <= tile<A>::MR && (bcs == 1 || d.N == 1)) return path::stream;
   if (d.N <= 4) return path::rows_dot;
   return path::packed;
@@ -277,7 +292,7 @@ struct gemm {
     });
   }
 
-  /// 5 to dot_max_rows rows against a k-contiguous b: groups of four rows (the last one
+  /// 5 to dot_max_rows() rows against a k-contiguous b: groups of four rows (the last one
   /// shorter) take each GB columns in turn, so that the columns just read serve every
   /// group from the L1 and b streams from memory once; the rows of a stay in the L2.
   void dot_row_groups(const problem& pr, int threads) const {
@@ -613,7 +628,7 @@ struct cpu_structural_kernel<matmul_op<BT>> {
     if (d.batches() == 0 || d.M == 0 || d.N == 0) return;
     const gemm<A, Io, S> g{io, s, op, io.direct_out()};
     const index_t rows = product_rows(op);
-    const path p = choose_path<A>(d, rows, op.brs, op.bcs);
+    const path p = choose_path<A, BT>(d, rows, op.brs, op.bcs);
     const int threads = gemm_threads(state, d.macs() + double(d.batches() * d.M * d.N));
     if (!op.b_batched) {
       g.run(problem{0, rows, 0}, p, threads);
@@ -633,7 +648,7 @@ struct cpu_structural_kernel<matmul_op<BT>> {
   static std::string variant(const S& s) {
     using namespace cpu_gemm;
     const operands<S> op(s);
-    return path_name<A>(choose_path<A>(op.d, product_rows(op), op.brs, op.bcs));
+    return path_name<A>(choose_path<A, BT>(op.d, product_rows(op), op.brs, op.bcs));
   }
 };
 
