@@ -22,11 +22,24 @@
 // queue a 503 with Retry-After.
 // SIGTERM or SIGINT: refuse new generation requests (503), let the running ones finish for
 // up to --grace seconds, cancel what is left, stop listening, join the worker, exit 0.
+// Tensor parallelism (a build with kiln::dist, MPI): `mpirun -np N serve MODEL_DIR --tp N
+// ...` splits the model over the N ranks as examples/transformer does; rank 0 listens and
+// runs the one engine over a kiln::serving::tp_leader, which hands each step's batch to
+// the other ranks before running it; they listen on nothing and run each step on their
+// shard (kiln::serving::tp_follow). SIGTERM goes to rank 0 (mpirun passes its own on): when
+// rank 0 has drained, it sends the stop and every rank exits 0; when rank 0 fails, the
+// others exit with its status (or the job is aborted, naming the rank, when the group
+// cannot agree any more: kiln::dist's timeouts, KILN_DIST_TIMEOUT).
 #include <kiln/kiln.hpp>
 #ifdef KILN_EXAMPLE_VULKAN
 #include <kiln/vulkan.hpp>
 #endif
 #include <kiln/serving.hpp>  // after kiln/vulkan.hpp: the sampling kernel for Vulkan
+#include <kiln/serving/tensor_parallel.hpp>
+#ifdef KILN_DIST
+#include <kiln/dist/dist.hpp>
+#include <kiln/dist/share.hpp>
+#endif
 #include <kiln/text/chat_template.hpp>
 #include <kiln/text/eos.hpp>
 #include <kiln/text/stop_strings.hpp>
@@ -41,6 +54,7 @@
 #include <pthread.h>  // pthread_sigmask: SIGTERM goes to the thread that waits for it
 #include <signal.h>
 #include <sys/socket.h>  // listen: a larger backlog than httplib's
+#include <unistd.h>      // getpid
 
 #include <algorithm>
 #include <array>
@@ -75,7 +89,25 @@ struct args {
   std::string dir, host = "127.0.0.1", backend = "cpu", tokenizer, name;
   kiln_examples::model_choice model;
   int port = 8080;
-  long threads = 0, max_batch = 16, kv_mib = 256, queue = 64, max_body_kib = 1024, grace = 30;
+  long threads = 0, max_batch = 16, kv_mib = 256, queue = 64, max_body_kib = 1024, grace = 30, tp = 1;
+};
+
+/// The engine's settings: the same on every rank of a tensor-parallel group (their KV pools
+/// must match).
+serving::engine_options engine_options_of(const args& a) {
+  return {.max_batch = static_cast<index_t>(a.max_batch),
+          .kv_bytes = static_cast<std::size_t>(a.kv_mib) << 20,
+          .max_queue = static_cast<index_t>(a.queue)};
+}
+
+/// This process's place in a tensor-parallel group (--tp; alone: size 1), without MPI.
+struct tp_group {
+  int rank = 0, size = 1;
+  serving::share_ints share;                          // rank 0's ints on every rank
+  std::chrono::milliseconds heartbeat{1000};          // an idle rank 0 tells the others this often
+  std::function<void(const std::string&)> abort;      // ends the whole job, the message first
+  bool stop_sent = false;                             // rank 0: the others were told to stop
+  bool split() const noexcept { return size > 1; }
 };
 
 // ---------------------------------------------------------------------------------------
@@ -95,16 +127,22 @@ class service {
   virtual index_t vocab() const = 0;
   virtual index_t kv_blocks() const = 0;
   virtual std::string describe() const = 0;
-  /// Stops the worker (after the step it is in) and joins it.
-  virtual void stop() = 0;
+  /// Stops the worker (after the step it is in) and joins it. With --tp, rank 0's worker
+  /// then tells the other ranks to stop with `status` (0: a clean stop).
+  virtual void stop(int status) = 0;
 };
 
+/// The engine and its worker thread. Model is a decoder, or (rank 0 of a tensor-parallel
+/// group) a serving::tp_leader over one, made in place from model_args.
 template <class Model>
 class model_service final : public service {
  public:
-  model_service(Model m, const serving::engine_options& o, std::string what)
-      : model_(std::move(m)), eng_(model_, o), what_(std::move(what)), worker_([this](std::stop_token st) { loop(st); }) {}
-  ~model_service() override { stop(); }
+  template <class... Args>
+  model_service(const serving::engine_options& o, std::string what, std::function<void(const std::string&)> fatal,
+                Args&&... model_args)
+      : model_(std::forward<Args>(model_args)...), eng_(model_, o), what_(std::move(what)), fatal_(std::move(fatal)),
+        worker_([this](std::stop_token st) { loop(st); }) {}
+  ~model_service() override { stop(1); }  // not stopped before: rank 0 failed
 
   std::shared_ptr<serving::token_stream> submit(serving::request r) override { return eng_.submit(std::move(r)); }
   bool cancel(serving::request_id id) override { return eng_.cancel(id); }
@@ -116,23 +154,46 @@ class model_service final : public service {
   index_t vocab() const override { return model_.cfg().vocab_size; }
   index_t kv_blocks() const override { return blocks_; }
   std::string describe() const override { return what_; }
-  void stop() override {
+  void stop(int status) override {
     if (worker_.joinable()) {
+      status_ = status;
       worker_.request_stop();
       worker_.join();
     }
   }
 
  private:
+  // rank 0 of a tensor-parallel group: every call that reaches the other ranks (begin, the
+  // steps, heartbeats, stop) is made on this worker thread
+  static constexpr bool leads = requires(Model& m) { m.heartbeat(); };
+
   void loop(std::stop_token st) {
     blocks_ = eng_.cache().num_blocks();
+    try {
+      if constexpr (leads) model_.begin(blocks_);
+    } catch (const std::exception& e) {
+      fatal_(std::string("the tensor-parallel group did not start: ") + e.what());
+    }
     while (!st.stop_requested()) {
       try {
-        if (eng_.wait_for_work(std::chrono::milliseconds(50))) eng_.step();
+        if (eng_.wait_for_work(std::chrono::milliseconds(50))) {
+          eng_.step();
+        } else if constexpr (leads) {
+          model_.heartbeat();
+        }
       } catch (const std::exception& e) {
         // the engine has ended the step's requests with finish_reason::error (their
-        // clients get the message); the server goes on with the next step
+        // clients get the message); the server goes on with the next step, unless the
+        // ranks of a tensor-parallel group are out of step now
+        if (fatal_) fatal_(std::string("a step failed: ") + e.what());
         std::fprintf(stderr, "serve: a step failed: %s\n", e.what());
+      }
+    }
+    if constexpr (leads) {
+      try {
+        model_.stop(status_);
+      } catch (const std::exception& e) {
+        fatal_(std::string("the stop did not reach the other ranks: ") + e.what());
       }
     }
   }
@@ -140,7 +201,9 @@ class model_service final : public service {
   Model model_;
   serving::engine<Model> eng_;
   std::string what_;
+  std::function<void(const std::string&)> fatal_;  // with --tp: ends the job
   std::atomic<index_t> blocks_{0};
+  std::atomic<int> status_{1};
   std::jthread worker_;  // last: started once everything it uses exists
 };
 
@@ -778,6 +841,7 @@ int parse_args(int argc, char** argv, args& a) {
   app.add_option("--grace", a.grace, "on SIGTERM, seconds the running requests may take before they are cancelled")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--served-model-name", a.name, "the model's name in the API (default: the directory's name)");
+  app.add_option("--tp", a.tp, "tensor-parallel ranks (run under mpirun -np N; needs kiln::dist)")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
     a.model.has_weights = weights->count() > 0;
@@ -788,17 +852,47 @@ int parse_args(int argc, char** argv, args& a) {
   return -1;
 }
 
-/// The engine for the checkpoint in a.dir on ctx's backend.
+/// The engine for the checkpoint in a.dir on ctx's backend; with a split group (rank 0),
+/// over a tp_leader of this rank's shard (tp: the group's collectives).
 template <class B>
-std::unique_ptr<service> make_service(const kiln::context<B>& ctx, const args& a, kiln::models::architecture arch) {
-  const serving::engine_options o{.max_batch = static_cast<index_t>(a.max_batch),
-                                  .kv_bytes = static_cast<std::size_t>(a.kv_mib) << 20,
-                                  .max_queue = static_cast<index_t>(a.queue)};
-  return kiln_examples::with_model(ctx, a.dir, arch, a.model, [&](auto&& load, const std::string& what) -> std::unique_ptr<service> {
-    auto m = load(0);  // the context: the config's, at most 4096 positions
-    using M = decltype(m);
-    return std::make_unique<model_service<M>>(std::move(m), o, what);
-  });
+std::unique_ptr<service> make_service(const kiln::context<B>& ctx, const args& a, kiln::models::architecture arch,
+                                      tp_group& g, const kiln::models::tensor_parallel<B>& tp) {
+  const serving::engine_options o = engine_options_of(a);
+  return kiln_examples::with_model(
+      ctx, a.dir, arch, a.model,
+      [&](auto&& load, const std::string& what) -> std::unique_ptr<service> {
+        auto m = load(0);  // the context: the config's, at most 4096 positions
+        using M = decltype(m);
+        if (g.split()) {
+          return std::make_unique<model_service<serving::tp_leader<M>>>(
+              o, what + ", tensor-parallel over " + std::to_string(g.size) + " ranks", g.abort, std::move(m), g.share,
+              g.heartbeat);
+        }
+        return std::make_unique<model_service<M>>(o, what, nullptr, std::move(m));
+      },
+      tp);
+}
+
+/// A rank other than 0: its shard of the model, then rank 0's steps until its stop.
+/// Returns rank 0's status.
+template <class B>
+int follow(const kiln::context<B>& ctx, const args& a, kiln::models::architecture arch, const tp_group& g,
+           const kiln::models::tensor_parallel<B>& tp) {
+  return kiln_examples::with_model(
+      ctx, a.dir, arch, a.model,
+      [&](auto&& load, const std::string&) {
+        auto m = load(0);
+        std::fprintf(stderr, "serve: rank %d of %d: following rank 0 (%.1f MB of weights held)\n", g.rank, g.size,
+                     m.weight_bytes() / 1e6);
+        const int status = serving::tp_follow(m, engine_options_of(a), g.share);
+        if (status == 0) {
+          std::fprintf(stderr, "serve: rank %d of %d: stopped\n", g.rank, g.size);
+        } else {
+          std::fprintf(stderr, "serve: rank %d of %d: rank 0 stopped with status %d\n", g.rank, g.size, status);
+        }
+        return status;
+      },
+      tp);
 }
 
 }  // namespace
@@ -814,19 +908,68 @@ int main(int argc, char** argv) {
   sigaddset(&sigs, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that goes away is a failed write, not the end of the server
+  tp_group g;
+#ifdef KILN_DIST
+  std::optional<kiln::dist::environment> env;  // MPI's start and end, with --tp
+  std::optional<kiln::dist::communicator> comm;
+#endif
   try {
+    if (a.tp > 1) {
+#ifdef KILN_DIST
+      // rank 0's collectives run on the engine's worker thread, not main's
+      env.emplace(argc, argv, MPI_THREAD_SERIALIZED);
+      comm.emplace(kiln::dist::communicator::world());
+      if (comm->size() != a.tp) {
+        throw kiln::error("--tp " + std::to_string(a.tp) + " but mpirun started " + std::to_string(comm->size()) +
+                          " ranks (mpirun -np " + std::to_string(a.tp) + ")");
+      }
+      g.rank = comm->rank();
+      g.size = comm->size();
+      g.share = [&g, share = kiln::dist::share_from_root(*comm)](std::vector<std::int32_t>& v) {
+        share(v);
+        if (!v.empty() && v[0] == static_cast<std::int32_t>(serving::tp_step::kind::stop)) g.stop_sent = true;
+      };
+      // well inside the others' wait for rank 0's next message (KILN_DIST_TIMEOUT)
+      g.heartbeat = std::min<std::chrono::milliseconds>(std::chrono::seconds(1), comm->settings().timeout / 4);
+      g.abort = [&g](const std::string& why) {
+        std::fprintf(stderr, "serve: rank %d of %d: %s; aborting the job\n", g.rank, g.size, why.c_str());
+        std::fflush(nullptr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      };
+#else
+      std::fprintf(stderr, "serve: --tp needs a build with kiln::dist (MPI: configure with -DKILN_MPI=ON, libopenmpi-dev)\n");
+      return 2;
+#endif
+    }
     const auto arch = kiln::models::architecture_of_dir(a.dir);
     if (const std::string bad = kiln_examples::model_choice_problem(arch, a.model); !bad.empty()) {
       std::fprintf(stderr, "%s\nRun with --help for more information.\n", bad.c_str());
       return 2;
     }
-    std::optional<kiln::text::tokenizer> tok;
-    const std::filesystem::path tok_path = a.tokenizer.empty() ? std::filesystem::path(a.dir) / "tokenizer.json" : std::filesystem::path(a.tokenizer);
-    if (std::filesystem::exists(tok_path)) tok.emplace(kiln::text::tokenizer::from_pretrained(tok_path));
-    std::vector<std::int32_t> eos = kiln::text::eos_token_ids(a.dir);
-    if (eos.empty() && tok && tok->eos_id()) eos.push_back(static_cast<std::int32_t>(*tok->eos_id()));
+    std::optional<kiln::text::tokenizer> tok;  // rank 0's: the others see token ids only
+    std::vector<std::int32_t> eos;
+    if (g.rank == 0) {
+      const std::filesystem::path tok_path = a.tokenizer.empty() ? std::filesystem::path(a.dir) / "tokenizer.json" : std::filesystem::path(a.tokenizer);
+      if (std::filesystem::exists(tok_path)) tok.emplace(kiln::text::tokenizer::from_pretrained(tok_path));
+      eos = kiln::text::eos_token_ids(a.dir);
+      if (eos.empty() && tok && tok->eos_id()) eos.push_back(static_cast<std::int32_t>(*tok->eos_id()));
+    }
 
     std::unique_ptr<service> svc;
+    int follower_status = 0;
+    // rank 0 (or alone): the engine; another rank: rank 0's steps until its stop
+    const auto start = [&](const auto& ctx) {
+      using B = typename std::remove_cvref_t<decltype(ctx)>::backend_type;
+      kiln::models::tensor_parallel<B> tp;
+#ifdef KILN_DIST
+      if (comm) tp = kiln::dist::tensor_parallel(ctx, *comm);
+#endif
+      if (g.rank != 0) {
+        follower_status = follow(ctx, a, arch, g, tp);
+      } else {
+        svc = make_service(ctx, a, arch, g, tp);
+      }
+    };
 #ifdef KILN_EXAMPLE_VULKAN
     std::optional<kiln::context<kiln::vulkan>> gpu;
 #endif
@@ -834,7 +977,7 @@ int main(int argc, char** argv) {
     if (a.backend == "vulkan") {
 #ifdef KILN_EXAMPLE_VULKAN
       gpu.emplace();
-      svc = make_service(*gpu, a, arch);
+      start(*gpu);
 #else
       std::fprintf(stderr, "serve: this build has no Vulkan backend (configure with -DKILN_VULKAN=ON)\n");
       return 2;
@@ -845,8 +988,9 @@ int main(int argc, char** argv) {
       } else {
         cpu.emplace();
       }
-      svc = make_service(*cpu, a, arch);
+      start(*cpu);
     }
+    if (g.rank != 0) return follower_status;
 
     server srv(a, *svc, std::move(tok), eos);
     httplib::Server http;
@@ -876,8 +1020,10 @@ int main(int argc, char** argv) {
     if (listen_fd >= 0 && ::listen(listen_fd, 1024) != 0) {
       std::fprintf(stderr, "serve: listen(backlog 1024) failed; keeping httplib's backlog of 5\n");
     }
-    std::printf("serve: %s (%s, context %lld, %s) listening on http://%s:%d\n", a.dir.c_str(), svc->describe().c_str(),
+    std::printf("serve: %s (%s, context %lld, %s) listening on http://%s:%d", a.dir.c_str(), svc->describe().c_str(),
                 static_cast<long long>(svc->context()), a.backend.c_str(), a.host.c_str(), port);
+    if (g.split()) std::printf(" (rank 0 of %d, pid %d)", g.size, static_cast<int>(getpid()));
+    std::printf("\n");
     std::fflush(stdout);
 
     std::atomic<bool> listen_failed{false};
@@ -896,16 +1042,22 @@ int main(int argc, char** argv) {
       pthread_kill(signals.native_handle(), SIGTERM);
     }
     signals.join();
-    svc->stop();
-    if (!ok && !srv.stopping()) {
+    const bool failed = !ok && !srv.stopping();
+    svc->stop(failed ? 1 : 0);  // with --tp, the other ranks stop with this status
+    if (failed) {
       std::fprintf(stderr, "serve: listening on %s:%d failed\n", a.host.c_str(), port);
       return 1;
     }
-    svc->stop();
     std::fprintf(stderr, "serve: stopped\n");
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "serve: %s\n", e.what());
+    if (!g.split()) {
+      std::fprintf(stderr, "serve: %s\n", e.what());
+      return 1;
+    }
+    // a rank that fails ends the job, unless it is rank 0 and has told the others to stop
+    if (g.rank != 0 || !g.stop_sent) g.abort(e.what());
+    std::fprintf(stderr, "serve: rank 0 of %d: %s\n", g.size, e.what());
     return 1;
   }
 }

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <string>
 
 #include "kiln/dist/detail/runtime.hpp"
 #include "kiln/dist/error.hpp"
@@ -14,13 +15,16 @@ namespace kiln::dist {
 
 /// Owns MPI's lifetime for the program: make one at the top of main, before any communicator.
 /// Requests MPI_THREAD_FUNNELED (kiln::dist calls MPI from the thread that calls it; the
-/// watchdog thread only ever calls MPI_Abort). Where MPI is initialised already, it
-/// neither initialises nor finalises. Throws kiln::dist::error when MPI_Init_thread fails.
+/// watchdog thread only ever calls MPI_Abort), or the level given: MPI_THREAD_SERIALIZED
+/// for a program whose collectives run on a thread other than main's (one thread at a
+/// time), and throws kiln::dist::error when MPI grants less. Where MPI is initialised
+/// already, it neither initialises nor finalises. Throws kiln::dist::error when
+/// MPI_Init_thread fails.
 /// Example: `int main(int argc, char** argv) { kiln::dist::environment env(argc, argv); ... }`
 class environment {
  public:
-  environment(int& argc, char**& argv) { init(&argc, &argv); }
-  environment() { init(nullptr, nullptr); }
+  environment(int& argc, char**& argv, int required = MPI_THREAD_FUNNELED) { init(&argc, &argv, required); }
+  environment() { init(nullptr, nullptr, MPI_THREAD_FUNNELED); }
   environment(const environment&) = delete;
   environment& operator=(const environment&) = delete;
 
@@ -43,17 +47,23 @@ class environment {
   int thread_level() const noexcept { return provided_; }
 
  private:
-  void init(int* argc, char*** argv) {
+  void init(int* argc, char*** argv, int required) {
     int init = 0;
     MPI_Initialized(&init);
     if (init) {
       MPI_Query_thread(&provided_);
-      return;
+    } else {
+      if (int rc = MPI_Init_thread(argc, argv, required, &provided_); rc != MPI_SUCCESS) {
+        throw error("kiln::dist::environment: MPI_Init_thread failed (code " + std::to_string(rc) + ")");
+      }
+      owner_ = true;
     }
-    if (int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided_); rc != MPI_SUCCESS) {
-      throw error("kiln::dist::environment: MPI_Init_thread failed (code " + std::to_string(rc) + ")");
+    if (provided_ < required) {
+      if (owner_) MPI_Finalize();  // the destructor of an object not constructed does not run
+      throw error("kiln::dist::environment: MPI grants thread level " + std::to_string(provided_) + ", below the " +
+                  std::to_string(required) + " asked for (MPI_THREAD_SERIALIZED is " +
+                  std::to_string(MPI_THREAD_SERIALIZED) + ")");
     }
-    owner_ = true;
   }
 
   bool owner_ = false;
