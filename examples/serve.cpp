@@ -6,6 +6,7 @@
 //   serve MODEL_DIR [--host H] [--port P] [--backend cpu|vulkan] [--threads N]
 //         [--max-batch N] [--kv-memory MiB] [--queue N] [--tokenizer PATH] [--max-body KiB]
 //         [--weights f32|f16|bf16|int8|int4 (Llama)] [--lm-head bf16|f16|int8 (BitNet)]
+//   mpirun -np N serve MODEL_DIR --tp N ...   (tensor-parallel; see the end of this comment)
 //
 //   POST /v1/completions       prompt as text or as token ids
 //   POST /v1/chat/completions  messages rendered by the tokenizer's chat template
@@ -882,8 +883,8 @@ int follow(const kiln::context<B>& ctx, const args& a, kiln::models::architectur
       ctx, a.dir, arch, a.model,
       [&](auto&& load, const std::string&) {
         auto m = load(0);
-        std::fprintf(stderr, "serve: rank %d of %d: following rank 0 (%.1f MB of weights held)\n", g.rank, g.size,
-                     m.weight_bytes() / 1e6);
+        std::fprintf(stderr, "serve: rank %d of %d (pid %d): following rank 0 (%.1f MB of weights held)\n", g.rank, g.size,
+                     static_cast<int>(getpid()), m.weight_bytes() / 1e6);
         const int status = serving::tp_follow(m, engine_options_of(a), g.share);
         if (status == 0) {
           std::fprintf(stderr, "serve: rank %d of %d: stopped\n", g.rank, g.size);

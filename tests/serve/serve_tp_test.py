@@ -12,7 +12,8 @@ tiny_llama), checks:
     heartbeats keep rank 1 waiting, and requests after the pause get the same ids;
   - SIGTERM to rank 0: it drains, tells rank 1 to stop, and mpirun (so every rank) exits 0
     within a bounded time, each rank saying it stopped;
-  - rank 0 failing (it cannot listen): rank 1 is told and the job exits non-zero, saying so.
+  - rank 0 failing (it cannot listen): rank 1 is told and the job exits non-zero, saying so;
+  - rank 1 killed: the job exits non-zero within a bounded time, naming it.
 """
 import argparse
 import http.client
@@ -203,10 +204,29 @@ def main():
         check("serve: stopped" in err, "tp: rank 0 did not say it stopped\n%s" % err)
         for r in range(1, args.np):
             check("serve: rank %d of %d: stopped" % (r, args.np) in err, "tp: rank %d did not say it stopped\n%s" % (r, err))
-        print("tp: %d requests matched; SIGTERM to exit %.1f s; single-process part %.1f s, tp start %.1f s, all %.1f s"
-              % (len(CASES) + 2, time.time() - t_sigterm, t_single - t_start, t_up - t_single, time.time() - t_start))
+        t_stopped = time.time()
     finally:
         srv.kill()
+
+    # a follower killed: the job ends non-zero within a bounded time, naming rank 1
+    srv = Server(mpi + [args.server, args.model, "--tp", str(args.np), *common], env)
+    try:
+        check(ids_of(srv, FIXTURE_PROMPT, 10, False) == FIXTURE_IDS, "tp: the fixture's ids before the kill")
+        pid1, deadline = None, time.time() + 10
+        while pid1 is None and time.time() < deadline:
+            m = re.search(r"rank 1 of \d+ \(pid (\d+)\)", srv.stderr())
+            pid1 = int(m.group(1)) if m else time.sleep(0.05)
+        if check(pid1 is not None, "tp: rank 1's pid not printed\n%s" % srv.stderr()):
+            t_kill = time.time()
+            os.kill(pid1, signal.SIGKILL)
+            rc = srv.wait(30)
+            check(rc not in (0, "timeout"), "tp: rank 1 killed: mpirun exit %s, want non-zero within 30 s" % rc)
+            check(re.search(r"rank 1", srv.stderr()), "tp: rank 1 killed: no message naming it\n%s" % srv.stderr())
+            print("tp: rank 1 killed: the job ended in %.1f s (exit %s)" % (time.time() - t_kill, rc))
+    finally:
+        srv.kill()
+    print("tp: %d requests matched; SIGTERM to exit %.1f s; single-process part %.1f s, tp start %.1f s, all %.1f s"
+          % (len(CASES) + 2, t_stopped - t_sigterm, t_single - t_start, t_up - t_single, time.time() - t_start))
 
     if failures:
         print("%d failures" % len(failures))
