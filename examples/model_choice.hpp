@@ -7,6 +7,7 @@
 #include <kiln/models/architecture.hpp>
 #include <kiln/models/bitnet.hpp>
 #include <kiln/models/llama.hpp>
+#include <kiln/models/pipeline.hpp>
 #include <kiln/models/tensor_parallel.hpp>
 
 #include <string>
@@ -31,15 +32,16 @@ inline std::string model_choice_problem(kiln::models::architecture arch, const m
 /// Calls f(load, what) with load(max_len) returning the model of dir on ctx's backend (a
 /// kiln::llama::model<W, B> or kiln::bitnet::model<B>; max_len 0: the config's context,
 /// at most 4096) and what naming its weights ("Llama, f16 weights"); returns f's result.
-/// tp: this process's tensor-parallel group (default: alone; see kiln/dist/tensor_parallel.hpp).
+/// tp: this process's tensor-parallel group (default: alone; see kiln/dist/tensor_parallel.hpp);
+/// pp: the layers' contexts (default: all on ctx; see kiln/models/pipeline.hpp).
 template <class B, class F>
 auto with_model(const kiln::context<B>& ctx, const std::string& dir, kiln::models::architecture arch, const model_choice& c,
-                F&& f, const kiln::models::tensor_parallel<B>& tp = {}) {
+                F&& f, const kiln::models::tensor_parallel<B>& tp = {}, const kiln::models::pipeline<B>& pp = {}) {
   if (arch == kiln::models::architecture::bitnet) {
     const auto table = kiln::bitnet::table_dtype_from(c.lm_head);
     return f(
         [&, table](kiln::index_t max_len) {
-          return kiln::bitnet::model<B>::load(ctx, dir, {.max_len = max_len, .lm_head = table}, tp);
+          return kiln::bitnet::model<B>::load(ctx, dir, {.max_len = max_len, .lm_head = table}, tp, pp);
         },
         std::string("BitNet b1.58, ternary projections, ") + kiln::bitnet::to_string(table) + " LM head");
   }
@@ -50,7 +52,7 @@ auto with_model(const kiln::context<B>& ctx, const std::string& dir, kiln::model
     return f(
         [&, lo](kiln::index_t max_len) mutable {
           lo.max_len = max_len;
-          return kiln::llama::model<W, B>::load(ctx, dir, lo, tp);
+          return kiln::llama::model<W, B>::load(ctx, dir, lo, tp, pp);
         },
         "Llama, " + c.weights + " weights");
   };

@@ -35,6 +35,12 @@
 // --tp N ...` splits the model over the N ranks (kiln/dist/tensor_parallel.hpp: each loads
 // its heads, FFN columns and vocabulary rows); rank 0 reads the prompt and prints, every
 // rank runs the same steps; each rank reports the weights it holds on standard error.
+// Several devices in one process: `transformer MODEL_DIR --backend vulkan --devices 0,1`
+// splits the layers into consecutive stages, one per listed device (indices into
+// kiln::vulkan::devices(); an index may repeat: `--devices 0,0` is two contexts on one
+// device), the embedding on the first and the LM head on the last, the hidden state
+// copied between them (kiln/models/pipeline.hpp); the stages are printed on standard
+// error. On the CPU backend the one device is 0 (`--devices 0,0`: two contexts).
 #include <kiln/kiln.hpp>
 #ifdef KILN_EXAMPLE_VULKAN
 #include <kiln/vulkan.hpp>
@@ -71,10 +77,11 @@
 namespace {
 
 struct args {
-  std::string dir, backend = "cpu", logits, ids_text, tokenizer, system, prompt;
+  std::string dir, backend = "cpu", logits, ids_text, tokenizer, system, prompt, devices_text;
   kiln_examples::model_choice model;
   bool has_prompt = false, has_seed = false;
   std::vector<std::int32_t> ids;
+  std::vector<int> devices;  // --devices: one pipeline stage per entry (empty: one context)
   long steps = 32, threads = 0, max_len = 0, repeat_last_n = 64, tp = 1;
   int rank = 0;  // with --tp: this process's rank; share(v) gives every rank rank 0's v
   std::function<void(std::vector<std::int32_t>&)> share;
@@ -106,6 +113,27 @@ std::vector<std::int32_t> parse_ids(const std::string& text) {
   }
   if (ids.empty()) throw CLI::ValidationError("--ids", "no token ids in '" + text + "'");
   return ids;
+}
+
+/// "0,1" (commas and/or spaces) as device indices; throws CLI::ValidationError naming the bad one.
+std::vector<int> parse_devices(const std::string& text) {
+  std::vector<int> out;
+  std::string t = text;
+  std::replace(t.begin(), t.end(), ',', ' ');
+  std::stringstream ss(t);
+  for (std::string w; ss >> w;) {
+    std::size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(w, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != w.size() || v < 0 || v > 1024) throw CLI::ValidationError("--devices", "'" + w + "' is not a device index");
+    out.push_back(static_cast<int>(v));
+  }
+  if (out.empty()) throw CLI::ValidationError("--devices", "no device indices in '" + text + "'");
+  return out;
 }
 
 /// --stop's escapes: \n, \t, \\ (a newline is the usual stop).
@@ -161,7 +189,11 @@ int parse(int argc, char** argv, args& a) {
   auto* lm_head = app.add_option("--lm-head", a.model.lm_head, "BitNet: dtype of the embedding and tied LM head")
                       ->check(CLI::IsMember({"bf16", "f16", "int8"}));
   app.add_option("--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
-  app.add_option("--tp", a.tp, "tensor-parallel ranks (run under mpirun -np N; needs kiln::dist)")->check(CLI::PositiveNumber);
+  auto* tp = app.add_option("--tp", a.tp, "tensor-parallel ranks (run under mpirun -np N; needs kiln::dist)")
+                 ->check(CLI::PositiveNumber);
+  auto* devices = app.add_option("--devices", a.devices_text,
+                                 "split the layers over these devices, in order (0,1; vulkan: kiln::vulkan::devices() indices)");
+  devices->excludes(tp);
   app.add_option("--max-len", a.max_len, "KV cache positions (0: prompt + steps)")->check(CLI::NonNegativeNumber);
   app.add_option("--logits", a.logits, "write each step's logits (float32 rows) to FILE");
   app.add_option("--temperature,--temp", a.sampling.temperature, "0: greedy (default); > 0: sample")
@@ -182,6 +214,7 @@ int parse(int argc, char** argv, args& a) {
   try {
     app.parse(argc, argv);
     if (ids->count()) a.ids = parse_ids(a.ids_text);
+    if (devices->count()) a.devices = parse_devices(a.devices_text);
     a.has_prompt = prompt->count() > 0;
     a.has_seed = seed->count() > 0;
     a.model.has_weights = weights->count() > 0;
@@ -243,6 +276,9 @@ int run(const kiln::context<B>&, const args& a, Load&& load, const std::string& 
   const auto t0 = clock::now();
   auto m = load(a.max_len > 0 ? a.max_len : static_cast<kiln::index_t>(prompt.size()) + a.steps);
   const auto t1 = clock::now();
+  if (m.placement().split()) {
+    std::fprintf(stderr, "pipeline of %zu stages: %s\n", m.placement().stages().size(), m.placement().describe().c_str());
+  }
   if (a.share) {  // every rank's share of the weights (and the process's resident memory)
     long rss_kb = 0;
     std::ifstream st("/proc/self/status");
@@ -373,26 +409,52 @@ int main(int argc, char** argv) {
       std::cerr << bad << "\nRun with --help for more information.\n";
       return 2;
     }
-    const auto go = [&](const auto& ctx) {
-      using B = typename std::remove_cvref_t<decltype(ctx)>::backend_type;
+    // ctxs: one context, or with --devices one per pipeline stage (the first: the embedding's)
+    const auto go = [&](const auto& ctxs) {
+      using B = typename std::remove_cvref_t<decltype(ctxs.front())>::backend_type;
+      const auto& ctx = ctxs.front();
       kiln::models::tensor_parallel<B> tp;
 #ifdef KILN_DIST
       if (comm) tp = kiln::dist::tensor_parallel(ctx, *comm);
 #endif
+      kiln::models::pipeline<B> pp;
+      if (ctxs.size() > 1) pp.contexts = ctxs;
       return kiln_examples::with_model(
-          ctx, a.dir, arch, a.model, [&](auto&& load, const std::string& what) { return run(ctx, a, load, what); }, tp);
+          ctx, a.dir, arch, a.model, [&](auto&& load, const std::string& what) { return run(ctx, a, load, what); }, tp, pp);
     };
     if (a.backend == "vulkan") {
 #ifdef KILN_EXAMPLE_VULKAN
-      kiln::context<kiln::vulkan> ctx;
-      return go(ctx);
+      std::vector<kiln::context<kiln::vulkan>> ctxs;
+      if (a.devices.empty()) ctxs.emplace_back();
+      const auto all = kiln::vulkan::devices();
+      for (const int d : a.devices) {
+        if (d >= static_cast<int>(all.size())) {
+          std::string list;
+          for (const auto& i : all) list += (list.empty() ? "" : "; ") + std::to_string(i.index) + ": " + i.name;
+          std::cerr << "--devices: device " << d << " does not exist; the Vulkan devices are "
+                    << (list.empty() ? std::string("none") : list) << "\nRun with --help for more information.\n";
+          return 2;
+        }
+        ctxs.emplace_back(kiln::vulkan::device_index{d});
+      }
+      return go(ctxs);
 #else
       std::cerr << "transformer: this build has no Vulkan backend (configure with -DKILN_VULKAN=ON)\n";
       return 2;
 #endif
     }
-    if (a.threads > 0) return go(kiln::context<kiln::cpu<>>(kiln::threads{int(a.threads)}));
-    return go(kiln::context<kiln::cpu<>>());
+    std::vector<kiln::context<kiln::cpu<>>> ctxs;
+    for (std::size_t i = 0; i < std::max<std::size_t>(a.devices.size(), 1); ++i) {
+      if (!a.devices.empty() && a.devices[i] != 0) {
+        std::cerr << "--devices: device " << a.devices[i]
+                  << " does not exist; the cpu backend has one device, 0 (--devices 0,0: two contexts on it)\n"
+                     "Run with --help for more information.\n";
+        return 2;
+      }
+      if (a.threads > 0) ctxs.emplace_back(kiln::threads{int(a.threads)});
+      else ctxs.emplace_back();
+    }
+    return go(ctxs);
   } catch (const std::exception& e) {
     std::cerr << "transformer: " << e.what() << "\n";
     return 1;

@@ -75,6 +75,31 @@ auto from_host(const context<B>& ctx, R&& host) {
   return from_host(ctx, shape{static_cast<index_t>(std::ranges::size(host))}, std::forward<R>(host));
 }
 
+/// A contiguous copy of t on ctx: another context of t's backend (a second device, or a
+/// second context on the same one) or of another backend. Staged through the host: waits
+/// for the work t depends on, reads its elements and writes them to a new tensor on ctx
+/// (on unified-memory devices both are copies from and to mapped memory). Throws
+/// kiln::shape_error for an empty t and kiln::device_error for a moved-from ctx.
+/// Example: `auto h1 = kiln::copy_to(gpu1, h0);   // h0 on gpu0`
+template <class B, class T, class A>
+tensor<T, B> copy_to(const context<B>& ctx, const tensor<T, A>& t) {
+  if (!t.defined()) {
+    throw shape_error("kiln::copy_to: the tensor to copy to " + ctx.device_name() +
+                      " is empty (default-constructed or moved from)");
+  }
+  auto out = empty<T>(ctx, t.shape());
+  if (t.numel() == 0) return out;
+  if constexpr (requires { t.data(); }) {  // host memory already: no staging vector
+    if (t.is_contiguous()) {
+      backend_traits<B>::upload(*out.storage(), 0, t.data(), static_cast<std::size_t>(t.numel()) * sizeof(T));
+      return out;
+    }
+  }
+  const std::vector<T> host = t.to_host();
+  backend_traits<B>::upload(*out.storage(), 0, host.data(), host.size() * sizeof(T));
+  return out;
+}
+
 /// Uniform random values in [low, high) (integers: [low, high]), reproducible per seed.
 /// Example: `auto w = kiln::random<float>(ctx, {512, 256});`
 template <element T, class B>

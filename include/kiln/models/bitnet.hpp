@@ -44,6 +44,10 @@
 // rank's kernel then quantizes with the whole row's max|x| and the extra column adds
 // nothing. Master weights are quantized with the whole tensor's absmean (sum of |W| over
 // the ranks' slices, all-reduced at load).
+//
+// Several devices in one process (models/pipeline.hpp) as kiln::llama: each stage's
+// layers and KV cache on its context, the embedding on the first, the final norm and the
+// (tied) LM head on the last (the table loaded there too when the two differ).
 #pragma once
 
 #include <algorithm>
@@ -62,6 +66,7 @@
 #include "kiln/models/checkpoint.hpp"
 #include "kiln/models/decoder_state.hpp"
 #include "kiln/models/hf_config.hpp"
+#include "kiln/models/pipeline.hpp"
 #include "kiln/models/tensor_parallel.hpp"
 #include "kiln/models/weights.hpp"
 #if defined(KILN_LLAMA_INSTANCES) && KILN_LLAMA_INSTANCES_VULKAN
@@ -225,14 +230,23 @@ class model : public models::decoder_state<model<B>, B> {
   /// weight_scale or holding the unused code 3, naming the tensor and its file.
   /// With tp of more than one rank: this rank's slices only (see the top of this file);
   /// kiln::shape_error naming the heads and ranks when they do not split into whole heads.
+  /// With pp of several contexts (ctx the first): each stage's layers on its context
+  /// (kiln::llama::model::load; models::placement::of's errors).
   static model load(const context<B>& ctx, const std::string& dir, load_options opt = {},
-                    models::tensor_parallel<B> tp = {});
+                    models::tensor_parallel<B> tp = {}, models::pipeline<B> pp = {});
+  /// The model of dir placed over pp's contexts (a pipeline split; kiln::value_error for
+  /// a pipeline without contexts).
+  static model load(const models::pipeline<B>& pp, const std::string& dir, load_options opt = {}) {
+    if (pp.contexts.empty()) throw value_error(std::string(name) + "::load: a pipeline without contexts");
+    return load(pp.contexts.front(), dir, opt, {}, pp);
+  }
 
   /// A model from weights already on ctx's device (with tp: this rank's slices, wo and
-  /// wdown with their extra zero column). Throws kiln::shape_error when a weight's shape
-  /// disagrees with cfg.
+  /// wdown with their extra zero column; with pp: each layer's on its stage's context,
+  /// norm and lm_head on the last's). Throws kiln::shape_error when a weight's shape
+  /// disagrees with cfg, kiln::value_error when a weight is on another context than its stage's.
   model(const context<B>& ctx, const config& cfg, table<B> embed, std::vector<layer> layers, tensor<float, B> norm,
-        table<B> lm_head, load_options opt = {}, models::tensor_parallel<B> tp = {});
+        table<B> lm_head, load_options opt = {}, models::tensor_parallel<B> tp = {}, models::pipeline<B> pp = {});
 
   /// Runs ids at the next positions (see kiln::llama::model::forward): float logits
   /// [n, vocab] for every new position when all_positions, else [1, vocab] for the last.
@@ -243,12 +257,14 @@ class model : public models::decoder_state<model<B>, B> {
   /// One step of many unrelated sequences over a paged KV cache, all rows as one batch
   /// (see kiln::llama::model::forward(cache, batch), whose layout and checks it shares
   /// through decoder_state): logits [m, vocab] of the entries that want them, in batch order.
+  /// kiln::value_error for a model split over several contexts.
   tensor<float, B> forward(paged_kv_cache<float, B>& cache, std::span<const models::batch_entry> batch);
 
   /// A paged KV cache for this decoder on ctx: blocks of block_size positions, `blocks` of
   /// them or as many as fit in `bytes`.
   paged_kv_cache<float, B> make_paged_cache(index_t block_size, index_t blocks, std::size_t bytes = 0) const {
-    return paged_kv_cache<float, B>(*ctx_, {.layers = cfg_.num_hidden_layers,
+    place_.require_one(name, "make_paged_cache");
+    return paged_kv_cache<float, B>(place_.first(), {.layers = cfg_.num_hidden_layers,
                                             .kv_heads = shard_.kv_heads,
                                             .head_dim = cfg_.head_dim,
                                             .block_size = block_size,
@@ -261,6 +277,8 @@ class model : public models::decoder_state<model<B>, B> {
   const table<B>& lm_head() const noexcept { return head_; }
   /// The heads, FFN columns and vocabulary rows this rank holds (all of them alone).
   const models::tp_shard& shard() const noexcept { return shard_; }
+  /// The contexts the layers run on (one stage unless loaded with a pipeline).
+  const models::placement<B>& placement() const noexcept { return place_; }
   /// Bytes of weights this rank holds (the embedding's included).
   double weight_bytes() const noexcept {
     const auto first = [](const table<B>& t) -> const void* {  // a table's first block's storage
@@ -297,11 +315,11 @@ class model : public models::decoder_state<model<B>, B> {
     };
     const index_t rows = xf.shape()[0];
     if (!shard_.split()) {
-      auto logits = empty<float>(*ctx_, {rows, cfg_.vocab_size});
+      auto logits = empty<float>(place_.last(), {rows, cfg_.vocab_size});
       project(logits);
       return logits;
     }
-    return models::gather_logits(*ctx_, rows, cfg_.vocab_size, shard_, tp_, project);
+    return models::gather_logits(place_.last(), rows, cfg_.vocab_size, shard_, tp_, project);
   }
   /// h (+)= bitlinear(rms_norm(x, norm), w), w a row-parallel projection: alone, the norm
   /// then the product; split, into xe [n, K + 1] the norm of the whole row (its sum of
@@ -311,7 +329,6 @@ class model : public models::decoder_state<model<B>, B> {
   void sub_norm_project(tensor<float, B>& h, tensor<float, B>& xe, const X& x, const tensor<float, B>& norm,
                         const ternary_matrix<B>& w, index_t whole) const;
 
-  const context<B>* ctx_;
   config cfg_;
   table<B> embed_;
   std::vector<layer> layers_;
@@ -319,6 +336,7 @@ class model : public models::decoder_state<model<B>, B> {
   table<B> head_;
   models::tensor_parallel<B> tp_;
   models::tp_shard shard_;
+  models::placement<B> place_;
 };
 
 namespace detail {
@@ -561,9 +579,9 @@ void embed(const context<B>& ctx, tensor<float, B>& h, const table<B>& t, std::s
 
 template <class B>
 void model<B>::embed(tensor<float, B>& h, std::span<const std::int32_t> ids) const {
-  if (!shard_.split()) return detail::embed(*ctx_, h, embed_, ids);
-  models::embed_split(*ctx_, h, ids, shard_, tp_, [&](tensor<float, B>& out, std::span<const std::int32_t> local) {
-    detail::embed(*ctx_, out, embed_, local);
+  if (!shard_.split()) return detail::embed(place_.first(), h, embed_, ids);
+  models::embed_split(place_.first(), h, ids, shard_, tp_, [&](tensor<float, B>& out, std::span<const std::int32_t> local) {
+    detail::embed(place_.first(), out, embed_, local);
   });
 }
 
@@ -577,7 +595,7 @@ void model<B>::sub_norm_project(tensor<float, B>& h, tensor<float, B>& xe, const
     detail::project(h, xe, w, true);
     return;
   }
-  const auto& ctx = *ctx_;
+  const auto ctx = xe.context();  // the layer's stage's
   const index_t n = xe.shape()[0], K = xe.shape()[1] - 1;
   auto ss = empty<float>(ctx, {n, 1});
   ss = sum(square(x), -1, true);
@@ -600,8 +618,10 @@ void model<B>::sub_norm_project(tensor<float, B>& h, tensor<float, B>& xe, const
 // kiln_llama_instances (src/llama_instances_{cpu,vulkan}.cpp; see the end of this file).
 
 template <class B>
-model<B> model<B>::load(const context<B>& ctx, const std::string& dir, load_options opt, models::tensor_parallel<B> tp) {
+model<B> model<B>::load(const context<B>& ctx, const std::string& dir, load_options opt, models::tensor_parallel<B> tp,
+                        models::pipeline<B> pp) {
   const config cfg = config::load((std::filesystem::path(dir) / "config.json").string());
+  const auto place = models::placement<B>::of(name, ctx, pp, cfg.num_hidden_layers);
   const index_t H = cfg.hidden_size, I = cfg.intermediate_size, D = cfg.head_dim, V = cfg.vocab_size;
   const index_t nq = cfg.num_attention_heads * D, nk = cfg.num_key_value_heads * D;
   const auto s = models::tp_shard::of(name, cfg.num_attention_heads, cfg.num_key_value_heads, I, V, tp.rank, tp.size);
@@ -612,48 +632,56 @@ model<B> model<B>::load(const context<B>& ctx, const std::string& dir, load_opti
   };
   // kv heads fewer than the ranks: each kv slice is on ranks / num_key_value_heads ranks
   const index_t kv_replicas = s.kv_heads * s.ranks / cfg.num_key_value_heads;
-  const auto stack = [&](std::vector<models::sliced_part> parts, index_t cols, index_t c0, index_t c1, index_t ext) {
-    return detail::load_ternary_stacked(ctx, ck, parts, cols, c0, c1, ext, tp, opt.max_block_bytes);
+  const auto stack = [&](const context<B>& c, std::vector<models::sliced_part> parts, index_t cols, index_t c0, index_t c1,
+                         index_t ext) {
+    return detail::load_ternary_stacked(c, ck, parts, cols, c0, c1, ext, tp, opt.max_block_bytes);
   };
-  const auto vec = [&](const std::string& n, index_t size, index_t first, index_t count) {
-    return ck.load_rows<float>(ctx, n, {size}, first, first + count);
+  const auto vec = [&](const context<B>& c, const std::string& n, index_t size, index_t first, index_t count) {
+    return ck.load_rows<float>(c, n, {size}, first, first + count);
   };
   const index_t q0 = s.q0 * D, nq_l = s.q_heads * D, k0 = s.kv0 * D, nk_l = s.kv_heads * D;
   std::vector<layer> layers;
   for (index_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
+    const context<B>& lc = place.context_of(l);
     // braced initialisation runs left to right
-    layers.push_back(layer{ck.load<float>(ctx, p + "input_layernorm.weight", {H}),
-                           vec(p + "self_attn.attn_sub_norm.weight", nq, q0, nq_l),
-                           stack({part(p + "self_attn.q_proj", nq, q0, nq_l),
+    layers.push_back(layer{ck.load<float>(lc, p + "input_layernorm.weight", {H}),
+                           vec(lc, p + "self_attn.attn_sub_norm.weight", nq, q0, nq_l),
+                           stack(lc,
+                                 {part(p + "self_attn.q_proj", nq, q0, nq_l),
                                   part(p + "self_attn.k_proj", nk, k0, nk_l, kv_replicas),
                                   part(p + "self_attn.v_proj", nk, k0, nk_l, kv_replicas)},
                                  H, 0, H, 0),
-                           stack({part(p + "self_attn.o_proj", H, 0, H)}, nq, q0, q0 + nq_l, extra),
-                           ck.load<float>(ctx, p + "post_attention_layernorm.weight", {H}),
-                           vec(p + "mlp.ffn_sub_norm.weight", I, s.i0, s.ffn),
-                           stack({part(p + "mlp.gate_proj", I, s.i0, s.ffn), part(p + "mlp.up_proj", I, s.i0, s.ffn)}, H, 0,
-                                 H, 0),
-                           stack({part(p + "mlp.down_proj", H, 0, H)}, I, s.i0, s.i0 + s.ffn, extra)});
+                           stack(lc, {part(p + "self_attn.o_proj", H, 0, H)}, nq, q0, q0 + nq_l, extra),
+                           ck.load<float>(lc, p + "post_attention_layernorm.weight", {H}),
+                           vec(lc, p + "mlp.ffn_sub_norm.weight", I, s.i0, s.ffn),
+                           stack(lc, {part(p + "mlp.gate_proj", I, s.i0, s.ffn), part(p + "mlp.up_proj", I, s.i0, s.ffn)},
+                                 H, 0, H, 0),
+                           stack(lc, {part(p + "mlp.down_proj", H, 0, H)}, I, s.i0, s.i0 + s.ffn, extra)});
   }
-  auto embed = detail::load_table(ctx, ck, "model.embed_tokens.weight", V, H, s.v0, s.v0 + s.vocab, opt.lm_head,
-                                  opt.max_block_bytes);
-  auto norm = ck.load<float>(ctx, "model.norm.weight", {H});
-  // Some tied checkpoints still carry lm_head.weight; an untied one must.
-  table<B> head = cfg.tie_word_embeddings && !ck.contains("lm_head.weight")
+  auto embed = detail::load_table(place.first(), ck, "model.embed_tokens.weight", V, H, s.v0, s.v0 + s.vocab,
+                                  opt.lm_head, opt.max_block_bytes);
+  auto norm = ck.load<float>(place.last(), "model.norm.weight", {H});
+  // Some tied checkpoints still carry lm_head.weight; an untied one must. Tied over a
+  // pipeline whose last stage is on another context: the table loaded there too.
+  const bool tied = cfg.tie_word_embeddings && !ck.contains("lm_head.weight");
+  table<B> head = tied && place.first() == place.last()
                       ? embed  // shares the embedding's storage
-                      : detail::load_table(ctx, ck, "lm_head.weight", V, H, s.v0, s.v0 + s.vocab, opt.lm_head,
-                                           opt.max_block_bytes);
-  return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt, std::move(tp));
+                      : detail::load_table(place.last(), ck, tied ? "model.embed_tokens.weight" : "lm_head.weight", V, H,
+                                           s.v0, s.v0 + s.vocab, opt.lm_head, opt.max_block_bytes);
+  return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt, std::move(tp),
+               std::move(pp));
 }
 
 template <class B>
 model<B>::model(const context<B>& ctx, const config& cfg, table<B> embed, std::vector<layer> layers,
-                tensor<float, B> norm, table<B> lm_head, load_options opt, models::tensor_parallel<B> tp)
-    : ctx_(&ctx), cfg_(cfg), embed_(std::move(embed)), layers_(std::move(layers)), norm_(std::move(norm)),
+                tensor<float, B> norm, table<B> lm_head, load_options opt, models::tensor_parallel<B> tp,
+                models::pipeline<B> pp)
+    : cfg_(cfg), embed_(std::move(embed)), layers_(std::move(layers)), norm_(std::move(norm)),
       head_(std::move(lm_head)), tp_(std::move(tp)),
       shard_(models::tp_shard::of(name, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size,
-                                  cfg.vocab_size, tp_.rank, tp_.size)) {
+                                  cfg.vocab_size, tp_.rank, tp_.size)),
+      place_(models::placement<B>::of(name, ctx, pp, cfg.num_hidden_layers)) {
   if (static_cast<index_t>(layers_.size()) != cfg_.num_hidden_layers) {
     throw shape_error("kiln::bitnet::model: " + std::to_string(layers_.size()) + " layers for a config of " +
                       std::to_string(cfg_.num_hidden_layers));
@@ -698,10 +726,15 @@ model<B>::model(const context<B>& ctx, const config& cfg, table<B> embed, std::v
     check_vec(L.mlp_norm, H, "post_attention_layernorm");
     check_vec(L.ffn_sub_norm, I, "ffn_sub_norm");
   }
+  place_.require_on(name, "the final norm", norm_, place_.last());
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    place_.require_on(name, "layer " + std::to_string(l) + "'s input_layernorm", layers_[l].attn_norm,
+                      place_.context_of(static_cast<index_t>(l)));
+  }
   capacity_ = opt.max_len > 0 ? opt.max_len : std::min<index_t>(cfg_.max_position_embeddings, 4096);
   caches_.reserve(layers_.size());
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    caches_.emplace_back(ctx, 1, shard_.kv_heads, capacity_, cfg_.head_dim);
+    caches_.emplace_back(place_.context_of(static_cast<index_t>(l)), 1, shard_.kv_heads, capacity_, cfg_.head_dim);
   }
 }
 
@@ -709,56 +742,59 @@ template <class B>
 tensor<float, B> model<B>::forward(std::span<const std::int32_t> ids, bool all_positions) {
   const index_t n = static_cast<index_t>(ids.size());
   this->check_tokens(ids, cfg_.vocab_size);
-  const auto& ctx = *ctx_;
   const index_t H = cfg_.hidden_size, I = shard_.ffn, D = cfg_.head_dim, extra = shard_.split() ? 1 : 0;
   const index_t Hq = shard_.q_heads, Hkv = shard_.kv_heads;  // this rank's (alone: all)
   const index_t nq = Hq * D, nk = Hkv * D;
   const float eps = cfg_.rms_norm_eps;
   std::vector<std::int32_t> p(static_cast<std::size_t>(n));
   std::iota(p.begin(), p.end(), static_cast<std::int32_t>(pos_));
-  const auto pos = from_host(ctx, shape{n}, std::span<const std::int32_t>(p));
   const rope_options rope_opt{.theta = cfg_.rope_theta};
   attention_options att_opt;
   att_opt.causal = true;
 
-  auto h = empty<float>(ctx, {n, H});
+  auto h = empty<float>(place_.first(), {n, H});
   embed(h, ids);
-  auto x = empty<float>(ctx, {n, H});
-  auto xa = empty<float>(ctx, {n, nq + extra});
-  auto xm = empty<float>(ctx, {n, I + extra});
-  auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
-  auto att = empty<float>(ctx, {1, n, Hq, D});
-  auto gu = empty<float>(ctx, {n, 2 * I});
-  const auto heads = [&](index_t first, index_t count) {
-    return transpose(reshape(slice(qkv, 1, first, first + count * D), {1, n, count, D}), 1, 2);
-  };
-  auto att_heads = transpose(att, 1, 2);
-  const auto att_rows = reshape(att, {n, nq});
-  const auto gate = slice(gu, 1, 0, I), up = slice(gu, 1, I, 2 * I);
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const layer& L = layers_[l];
-    auto& cache = caches_[l];
-    x = rms_norm(h, L.attn_norm, eps);
-    detail::project(qkv, x, L.wqkv, false);
-    cache.append(rope(heads(nq, Hkv), pos, rope_opt), heads(nq + nk, Hkv));
-    att_heads = attention(rope(heads(0, Hq), pos, rope_opt), cache.k(), cache.v(), att_opt);
-    sub_norm_project(h, xa, att_rows, L.attn_sub_norm, L.wo, cfg_.num_attention_heads * D);
-    x = rms_norm(h, L.mlp_norm, eps);
-    detail::project(gu, x, L.wgu, false);
-    sub_norm_project(h, xm, square(relu(gate)) * up, L.ffn_sub_norm, L.wdown, cfg_.intermediate_size);
-  }
+  // each stage's layers on its context (one stage unless loaded with a pipeline)
+  place_.run(h, [&](const context<B>& ctx, index_t first, index_t end) {
+    const auto pos = from_host(ctx, shape{n}, std::span<const std::int32_t>(p));
+    auto x = empty<float>(ctx, {n, H});
+    auto xa = empty<float>(ctx, {n, nq + extra});
+    auto xm = empty<float>(ctx, {n, I + extra});
+    auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
+    auto att = empty<float>(ctx, {1, n, Hq, D});
+    auto gu = empty<float>(ctx, {n, 2 * I});
+    const auto heads = [&](index_t first_head, index_t count) {
+      return transpose(reshape(slice(qkv, 1, first_head, first_head + count * D), {1, n, count, D}), 1, 2);
+    };
+    auto att_heads = transpose(att, 1, 2);
+    const auto att_rows = reshape(att, {n, nq});
+    const auto gate = slice(gu, 1, 0, I), up = slice(gu, 1, I, 2 * I);
+    for (index_t l = first; l < end; ++l) {
+      const layer& L = layers_[static_cast<std::size_t>(l)];
+      auto& cache = caches_[static_cast<std::size_t>(l)];
+      x = rms_norm(h, L.attn_norm, eps);
+      detail::project(qkv, x, L.wqkv, false);
+      cache.append(rope(heads(nq, Hkv), pos, rope_opt), heads(nq + nk, Hkv));
+      att_heads = attention(rope(heads(0, Hq), pos, rope_opt), cache.k(), cache.v(), att_opt);
+      sub_norm_project(h, xa, att_rows, L.attn_sub_norm, L.wo, cfg_.num_attention_heads * D);
+      x = rms_norm(h, L.mlp_norm, eps);
+      detail::project(gu, x, L.wgu, false);
+      sub_norm_project(h, xm, square(relu(gate)) * up, L.ffn_sub_norm, L.wdown, cfg_.intermediate_size);
+    }
+  });
   pos_ += n;
   const auto rows = all_positions ? h : slice(h, 0, n - 1, n);
-  auto xf = empty<float>(ctx, rows.shape());
+  auto xf = empty<float>(place_.last(), rows.shape());
   xf = rms_norm(rows, norm_, eps);
   return logits_of(xf);
 }
 
 template <class B>
 tensor<float, B> model<B>::forward(paged_kv_cache<float, B>& cache, std::span<const models::batch_entry> batch) {
+  place_.require_one(name, "forward (batched)");
   const auto st = this->plan_batch(cache, batch, cfg_.vocab_size, cfg_.num_hidden_layers, shard_.kv_heads,
                                    cfg_.head_dim);
-  const auto& ctx = *ctx_;
+  const auto& ctx = place_.first();
   const index_t n = st.rows, H = cfg_.hidden_size, I = shard_.ffn, D = cfg_.head_dim, extra = shard_.split() ? 1 : 0;
   const index_t Hq = shard_.q_heads, Hkv = shard_.kv_heads;  // this rank's (alone: all)
   const index_t nq = Hq * D, nk = Hkv * D;

@@ -45,6 +45,13 @@
 // holds its kv heads. forward() adds the all-reduce of h after o_proj and after down_proj
 // (rank 0 adds the residual, the others only their partial products), embeds through an
 // all-reduce and all-gathers the logits: every rank returns the same [n, vocab].
+//
+// Several devices in one process (models/pipeline.hpp): load(pipeline, dir) or
+// load(ctx, dir, opt, tp, pipeline) puts each stage's layers (their weights and KV cache)
+// on its context, the embedding on the first stage and the final norm and LM head on the
+// last (a tied head: a copy of the embedding there when the two stages differ); forward()
+// runs the layer loop stage by stage, the hidden state copied to the next stage's context
+// between them, and returns the logits on the last stage's context.
 #pragma once
 
 #include <algorithm>
@@ -60,6 +67,7 @@
 #include "kiln/models/checkpoint.hpp"
 #include "kiln/models/decoder_state.hpp"
 #include "kiln/models/hf_config.hpp"
+#include "kiln/models/pipeline.hpp"
 #include "kiln/models/tensor_parallel.hpp"
 #include "kiln/models/weights.hpp"
 #if defined(KILN_LLAMA_INSTANCES) && KILN_LLAMA_INSTANCES_VULKAN
@@ -175,14 +183,25 @@ class model : public models::decoder_state<model<W, B>, B> {
   /// With tp of more than one rank: this rank's slices only (see the top of this file);
   /// every rank of the group must load the same directory. Throws kiln::shape_error naming
   /// the heads and the ranks when the heads do not split into whole heads per rank.
+  /// With pp of several contexts (ctx the first): each stage's layers on its context (see
+  /// the top of this file); kiln::shape_error / value_error from models::placement::of
+  /// for more stages than layers or bad stage starts.
   static model load(const context<B>& ctx, const std::string& dir, load_options opt = {},
-                    models::tensor_parallel<B> tp = {});
+                    models::tensor_parallel<B> tp = {}, models::pipeline<B> pp = {});
+  /// The model of dir placed over pp's contexts (a pipeline split; kiln::value_error for
+  /// a pipeline without contexts).
+  static model load(const models::pipeline<B>& pp, const std::string& dir, load_options opt = {}) {
+    if (pp.contexts.empty()) throw value_error(std::string(name) + "::load: a pipeline without contexts");
+    return load(pp.contexts.front(), dir, opt, {}, pp);
+  }
 
   /// A model from weights already on ctx's device (see layer for the stacked layouts; with
-  /// tp, this rank's slices of them: models::tp_shard). Throws kiln::shape_error when a
-  /// weight's shape disagrees with cfg.
+  /// tp, this rank's slices of them: models::tp_shard; with pp, each layer's on its
+  /// stage's context, the embedding on ctx, the first stage's, norm and lm_head on the
+  /// last's). Throws kiln::shape_error when a weight's shape disagrees with cfg,
+  /// kiln::value_error when a weight is on another context than its stage's.
   model(const context<B>& ctx, const config& cfg, weight embed, std::vector<layer> layers, tensor<W, B> norm,
-        weight lm_head, load_options opt = {}, models::tensor_parallel<B> tp = {});
+        weight lm_head, load_options opt = {}, models::tensor_parallel<B> tp = {}, models::pipeline<B> pp = {});
 
   /// Runs ids (new tokens) at the next positions, appending their keys and values to the
   /// cache. Returns float logits [n, vocab] for every new position when all_positions,
@@ -201,15 +220,18 @@ class model : public models::decoder_state<model<W, B>, B> {
   /// forward(ids): a sequence's logits match its single-sequence run's to float rounding.
   /// The decoder's own KV cache and position are not touched. Throws before changing
   /// anything: see decoder_state::grow_batch (bad ids, context overflow, dead or repeated
-  /// sequences, a cache of other dims, kiln::out_of_memory when the pool lacks blocks).
+  /// sequences, a cache of other dims, kiln::out_of_memory when the pool lacks blocks;
+  /// kiln::value_error for a model split over several contexts).
   ///   auto s = cache.add();
   ///   auto logits = m.forward(cache, std::vector<kiln::models::batch_entry>{{s, prompt}});
   tensor<float, B> forward(paged_kv_cache<float, B>& cache, std::span<const models::batch_entry> batch);
 
   /// A paged KV cache for this decoder on ctx: its layers, kv heads and head dim, blocks
-  /// of block_size positions, `blocks` of them or as many as fit in `bytes`.
+  /// of block_size positions, `blocks` of them or as many as fit in `bytes` (one context:
+  /// kiln::value_error for a model split over several).
   paged_kv_cache<float, B> make_paged_cache(index_t block_size, index_t blocks, std::size_t bytes = 0) const {
-    return paged_kv_cache<float, B>(*ctx_, {.layers = cfg_.num_hidden_layers,
+    place_.require_one(name, "make_paged_cache");
+    return paged_kv_cache<float, B>(place_.first(), {.layers = cfg_.num_hidden_layers,
                                             .kv_heads = shard_.kv_heads,
                                             .head_dim = cfg_.head_dim,
                                             .block_size = block_size,
@@ -221,6 +243,8 @@ class model : public models::decoder_state<model<W, B>, B> {
   const std::vector<layer>& layers() const noexcept { return layers_; }
   /// The heads, FFN columns and vocabulary rows this rank holds (all of them alone).
   const models::tp_shard& shard() const noexcept { return shard_; }
+  /// The contexts the layers run on (one stage unless loaded with a pipeline).
+  const models::placement<B>& placement() const noexcept { return place_; }
   /// Bytes of weights this rank holds (the embedding's included).
   double weight_bytes() const noexcept { return weight_bytes_per_token() + embed_.bytes() * (embed_shared() ? 0 : 1); }
   /// Bytes of weights read per decode step (every matrix once; the embedding row aside).
@@ -244,24 +268,23 @@ class model : public models::decoder_state<model<W, B>, B> {
   bool residual() const noexcept { return shard_.rank == 0; }
   /// h [n, H] = the embedding rows of ids (split: through an all-reduce).
   void embed(tensor<float, B>& h, std::span<const std::int32_t> ids) const {
-    if (!shard_.split()) return models::embed(*ctx_, h, embed_, ids);
-    models::embed_split(*ctx_, h, ids, shard_, tp_, [&](tensor<float, B>& out, std::span<const std::int32_t> local) {
-      models::embed(*ctx_, out, embed_, local);
+    if (!shard_.split()) return models::embed(place_.first(), h, embed_, ids);
+    models::embed_split(place_.first(), h, ids, shard_, tp_, [&](tensor<float, B>& out, std::span<const std::int32_t> local) {
+      models::embed(place_.first(), out, embed_, local);
     });
   }
   /// The LM head's logits [rows, vocab] of the final hidden rows xf (split: all-gathered).
   tensor<float, B> logits_of(const tensor<float, B>& xf) const {
     const index_t rows = xf.shape()[0];
     if (!shard_.split()) {
-      auto logits = empty<float>(*ctx_, {rows, cfg_.vocab_size});
+      auto logits = empty<float>(place_.last(), {rows, cfg_.vocab_size});
       models::project(logits, xf, head_, false);
       return logits;
     }
-    return models::gather_logits(*ctx_, rows, cfg_.vocab_size, shard_, tp_,
+    return models::gather_logits(place_.last(), rows, cfg_.vocab_size, shard_, tp_,
                                  [&](tensor<float, B>& out) { models::project(out, xf, head_, false); });
   }
 
-  const context<B>* ctx_;
   config cfg_;
   weight embed_;
   std::vector<layer> layers_;
@@ -269,6 +292,7 @@ class model : public models::decoder_state<model<W, B>, B> {
   weight head_;
   models::tensor_parallel<B> tp_;
   models::tp_shard shard_;
+  models::placement<B> place_;
 };
 
 // The decoder's large members, defined out of the class (not inline): a program that links
@@ -276,43 +300,49 @@ class model : public models::decoder_state<model<W, B>, B> {
 
 template <class W, class B>
 model<W, B> model<W, B>::load(const context<B>& ctx, const std::string& dir, load_options opt,
-                              models::tensor_parallel<B> tp) {
+                              models::tensor_parallel<B> tp, models::pipeline<B> pp) {
   const config cfg = config::load((std::filesystem::path(dir) / "config.json").string());
   const index_t H = cfg.hidden_size, I = cfg.intermediate_size, D = cfg.head_dim, V = cfg.vocab_size;
   const index_t nq = cfg.num_attention_heads * D, nk = cfg.num_key_value_heads * D;
   const auto s = models::tp_shard::of(name, cfg.num_attention_heads, cfg.num_key_value_heads, I, V, tp.rank, tp.size);
+  const auto place = models::placement<B>::of(name, ctx, pp, cfg.num_hidden_layers);
   const checkpoint ck(dir);
   // this rank's rows [r0, r1) of [A; B; ...] stacked along the rows, columns [c0, c1), in
-  // row blocks, converted to W on the way (alone: every row and column)
+  // row blocks, converted to W on the way (alone: every row and column), on context c
   const auto part = [](std::string n, index_t rows, index_t r0, index_t count) {
     return models::sliced_part{std::move(n), rows, r0, r0 + count};
   };
-  const auto stack = [&](std::vector<models::sliced_part> parts, index_t cols, index_t c0, index_t c1) {
-    return models::load_sliced<W>(ctx, ck, parts, cols, c0, c1, opt.max_block_bytes);
-  };
+  const auto stack = [&](const context<B>& c, std::vector<models::sliced_part> parts, index_t cols, index_t c0,
+                         index_t c1) { return models::load_sliced<W>(c, ck, parts, cols, c0, c1, opt.max_block_bytes); };
   const index_t q0 = s.q0 * D, nq_l = s.q_heads * D, k0 = s.kv0 * D, nk_l = s.kv_heads * D;
   std::vector<layer> layers;
   for (index_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
+    const context<B>& lc = place.context_of(l);
     // braced initialisation runs left to right and constructs (tensor assignment would copy)
-    layers.push_back(layer{ck.load<W>(ctx, p + "input_layernorm.weight", {H}),
-                           stack({part(p + "self_attn.q_proj.weight", nq, q0, nq_l),
+    layers.push_back(layer{ck.load<W>(lc, p + "input_layernorm.weight", {H}),
+                           stack(lc,
+                                 {part(p + "self_attn.q_proj.weight", nq, q0, nq_l),
                                   part(p + "self_attn.k_proj.weight", nk, k0, nk_l),
                                   part(p + "self_attn.v_proj.weight", nk, k0, nk_l)},
                                  H, 0, H),
-                           stack({part(p + "self_attn.o_proj.weight", H, 0, H)}, nq, q0, q0 + nq_l),
-                           ck.load<W>(ctx, p + "post_attention_layernorm.weight", {H}),
-                           stack({part(p + "mlp.gate_proj.weight", I, s.i0, s.ffn),
+                           stack(lc, {part(p + "self_attn.o_proj.weight", H, 0, H)}, nq, q0, q0 + nq_l),
+                           ck.load<W>(lc, p + "post_attention_layernorm.weight", {H}),
+                           stack(lc,
+                                 {part(p + "mlp.gate_proj.weight", I, s.i0, s.ffn),
                                   part(p + "mlp.up_proj.weight", I, s.i0, s.ffn)},
                                  H, 0, H),
-                           stack({part(p + "mlp.down_proj.weight", H, 0, H)}, I, s.i0, s.i0 + s.ffn)});
+                           stack(lc, {part(p + "mlp.down_proj.weight", H, 0, H)}, I, s.i0, s.i0 + s.ffn)});
   }
-  auto embed = stack({part("model.embed_tokens.weight", V, s.v0, s.vocab)}, H, 0, H);
-  auto norm = ck.load<W>(ctx, "model.norm.weight", {H});
-  // Some tied checkpoints still carry lm_head.weight; an untied one must.
-  weight head = cfg.tie_word_embeddings && !ck.contains("lm_head.weight")
+  auto embed = stack(place.first(), {part("model.embed_tokens.weight", V, s.v0, s.vocab)}, H, 0, H);
+  auto norm = ck.load<W>(place.last(), "model.norm.weight", {H});
+  // Some tied checkpoints still carry lm_head.weight; an untied one must. Tied over a
+  // pipeline whose last stage is on another context: the embedding rows loaded there too.
+  const bool tied = cfg.tie_word_embeddings && !ck.contains("lm_head.weight");
+  weight head = tied && place.first() == place.last()
                     ? embed  // shares the embedding's storage (quantized: a copy of its own)
-                    : stack({part("lm_head.weight", V, s.v0, s.vocab)}, H, 0, H);
+                    : stack(place.last(), {part(tied ? "model.embed_tokens.weight" : "lm_head.weight", V, s.v0, s.vocab)},
+                            H, 0, H);
   if (opt.quant != weight_quant::none) {
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const std::string p = "layer " + std::to_string(l) + " ";
@@ -323,16 +353,18 @@ model<W, B> model<W, B>::load(const context<B>& ctx, const std::string& dir, loa
     }
     head.quantize(opt.quant, "lm_head");
   }
-  return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt, std::move(tp));
+  return model(ctx, cfg, std::move(embed), std::move(layers), std::move(norm), std::move(head), opt, std::move(tp),
+               std::move(pp));
 }
 
 template <class W, class B>
 model<W, B>::model(const context<B>& ctx, const config& cfg, weight embed, std::vector<layer> layers, tensor<W, B> norm,
-                   weight lm_head, load_options opt, models::tensor_parallel<B> tp)
-    : ctx_(&ctx), cfg_(cfg), embed_(std::move(embed)), layers_(std::move(layers)), norm_(std::move(norm)),
+                   weight lm_head, load_options opt, models::tensor_parallel<B> tp, models::pipeline<B> pp)
+    : cfg_(cfg), embed_(std::move(embed)), layers_(std::move(layers)), norm_(std::move(norm)),
       head_(std::move(lm_head)), tp_(std::move(tp)),
       shard_(models::tp_shard::of(name, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size,
-                                  cfg.vocab_size, tp_.rank, tp_.size)) {
+                                  cfg.vocab_size, tp_.rank, tp_.size)),
+      place_(models::placement<B>::of(name, ctx, pp, cfg.num_hidden_layers)) {
   if (static_cast<index_t>(layers_.size()) != cfg_.num_hidden_layers) {
     throw shape_error("kiln::llama::model: " + std::to_string(layers_.size()) + " layers for a config of " +
                       std::to_string(cfg_.num_hidden_layers));
@@ -361,10 +393,16 @@ model<W, B>::model(const context<B>& ctx, const config& cfg, weight embed, std::
     check(L.wgu, 2 * I, H, "wgu");
     check(L.wdown, H, I, "wdown");
   }
+  place_.require_on(name, "the embedding", embed_.blocks[0], place_.first());
+  place_.require_on(name, "the final norm", norm_, place_.last());
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    place_.require_on(name, "layer " + std::to_string(l) + "'s input_layernorm", layers_[l].attn_norm,
+                      place_.context_of(static_cast<index_t>(l)));
+  }
   capacity_ = opt.max_len > 0 ? opt.max_len : std::min<index_t>(cfg_.max_position_embeddings, 4096);
   caches_.reserve(layers_.size());
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    caches_.emplace_back(ctx, 1, shard_.kv_heads, capacity_, cfg_.head_dim);
+    caches_.emplace_back(place_.context_of(static_cast<index_t>(l)), 1, shard_.kv_heads, capacity_, cfg_.head_dim);
   }
 }
 
@@ -372,57 +410,60 @@ template <class W, class B>
 tensor<float, B> model<W, B>::forward(std::span<const std::int32_t> ids, bool all_positions) {
   const index_t n = static_cast<index_t>(ids.size());
   this->check_tokens(ids, cfg_.vocab_size);
-  const auto& ctx = *ctx_;
   const index_t H = cfg_.hidden_size, I = shard_.ffn, D = cfg_.head_dim;
   const index_t Hq = shard_.q_heads, Hkv = shard_.kv_heads;  // this rank's (alone: all)
   const index_t nq = Hq * D, nk = Hkv * D;
   const float eps = cfg_.rms_norm_eps;
   std::vector<std::int32_t> p(static_cast<std::size_t>(n));
   std::iota(p.begin(), p.end(), static_cast<std::int32_t>(pos_));
-  const auto pos = from_host(ctx, shape{n}, std::span<const std::int32_t>(p));
   const rope_options rope_opt{.theta = cfg_.rope_theta};
   attention_options att_opt;
   att_opt.causal = true;
 
-  auto h = empty<float>(ctx, {n, H});
+  auto h = empty<float>(place_.first(), {n, H});
   embed(h, ids);
-  auto x = empty<float>(ctx, {n, H});
-  auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
-  auto att = empty<float>(ctx, {1, n, Hq, D});
-  auto gu = empty<float>(ctx, {n, 2 * I});
-  // [1, heads, n, D] views of the projections (no copies)
-  const auto heads = [&](index_t first, index_t count) {
-    return transpose(reshape(slice(qkv, 1, first, first + count * D), {1, n, count, D}), 1, 2);
-  };
-  auto att_heads = transpose(att, 1, 2);
-  const auto att_rows = reshape(att, {n, nq});
-  const auto gate = slice(gu, 1, 0, I), up = slice(gu, 1, I, 2 * I);
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const layer& L = layers_[l];
-    auto& cache = caches_[l];
-    x = rms_norm(h, L.attn_norm, eps);
-    models::project(qkv, x, L.wqkv, false);
-    cache.append(rope(heads(nq, Hkv), pos, rope_opt), heads(nq + nk, Hkv));
-    att_heads = attention(rope(heads(0, Hq), pos, rope_opt), cache.k(), cache.v(), att_opt);
-    models::project(h, att_rows, L.wo, residual());
-    reduce(h);
-    x = rms_norm(h, L.mlp_norm, eps);
-    models::project(gu, x, L.wgu, false);
-    models::project(h, silu(gate) * up, L.wdown, residual());
-    reduce(h);
-  }
+  // each stage's layers on its context (one stage unless loaded with a pipeline)
+  place_.run(h, [&](const context<B>& ctx, index_t first, index_t end) {
+    const auto pos = from_host(ctx, shape{n}, std::span<const std::int32_t>(p));
+    auto x = empty<float>(ctx, {n, H});
+    auto qkv = empty<float>(ctx, {n, nq + 2 * nk});
+    auto att = empty<float>(ctx, {1, n, Hq, D});
+    auto gu = empty<float>(ctx, {n, 2 * I});
+    // [1, heads, n, D] views of the projections (no copies)
+    const auto heads = [&](index_t first_head, index_t count) {
+      return transpose(reshape(slice(qkv, 1, first_head, first_head + count * D), {1, n, count, D}), 1, 2);
+    };
+    auto att_heads = transpose(att, 1, 2);
+    const auto att_rows = reshape(att, {n, nq});
+    const auto gate = slice(gu, 1, 0, I), up = slice(gu, 1, I, 2 * I);
+    for (index_t l = first; l < end; ++l) {
+      const layer& L = layers_[static_cast<std::size_t>(l)];
+      auto& cache = caches_[static_cast<std::size_t>(l)];
+      x = rms_norm(h, L.attn_norm, eps);
+      models::project(qkv, x, L.wqkv, false);
+      cache.append(rope(heads(nq, Hkv), pos, rope_opt), heads(nq + nk, Hkv));
+      att_heads = attention(rope(heads(0, Hq), pos, rope_opt), cache.k(), cache.v(), att_opt);
+      models::project(h, att_rows, L.wo, residual());
+      reduce(h);
+      x = rms_norm(h, L.mlp_norm, eps);
+      models::project(gu, x, L.wgu, false);
+      models::project(h, silu(gate) * up, L.wdown, residual());
+      reduce(h);
+    }
+  });
   pos_ += n;
   const auto rows = all_positions ? h : slice(h, 0, n - 1, n);
-  auto xf = empty<float>(ctx, rows.shape());
+  auto xf = empty<float>(place_.last(), rows.shape());
   xf = rms_norm(rows, norm_, eps);
   return logits_of(xf);
 }
 
 template <class W, class B>
 tensor<float, B> model<W, B>::forward(paged_kv_cache<float, B>& cache, std::span<const models::batch_entry> batch) {
+  place_.require_one(name, "forward (batched)");
   const auto st = this->plan_batch(cache, batch, cfg_.vocab_size, cfg_.num_hidden_layers, shard_.kv_heads,
                                    cfg_.head_dim);
-  const auto& ctx = *ctx_;
+  const auto& ctx = place_.first();
   const index_t n = st.rows, H = cfg_.hidden_size, I = shard_.ffn, D = cfg_.head_dim;
   const index_t Hq = shard_.q_heads, Hkv = shard_.kv_heads;  // this rank's (alone: all)
   const index_t nq = Hq * D, nk = Hkv * D;
