@@ -13,7 +13,8 @@ tiny_llama), checks:
   - SIGTERM to rank 0: it drains, tells rank 1 to stop, and mpirun (so every rank) exits 0
     within a bounded time, each rank saying it stopped;
   - rank 0 failing (it cannot listen): rank 1 is told and the job exits non-zero, saying so;
-  - rank 1 killed: the job exits non-zero within a bounded time, naming it.
+  - rank 1 killed (with --bitnet, on the BitNet fixture, after its greedy ids): the job
+    exits non-zero within a bounded time, naming it.
 """
 import argparse
 import http.client
@@ -28,6 +29,7 @@ import time
 
 FIXTURE_PROMPT = [1, 15, 42, 7, 88, 3, 61]
 FIXTURE_IDS = [53, 34, 72, 71, 16, 49, 20, 15, 92, 83]
+BITNET_PROMPT, BITNET_IDS = [5, 17, 60, 2], [5, 5, 24, 24, 24]  # tests/models/data/tiny_bitnet
 # (prompt, max_tokens): lengths 1 to 40 (a prefill chunk's worth and more than one block),
 # outputs of different lengths, so sequences end at different steps
 CASES = [
@@ -152,6 +154,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", required=True)
     ap.add_argument("--model", required=True)
+    ap.add_argument("--bitnet", help="the BitNet b1.58 fixture (tests/models/data/tiny_bitnet)")
     ap.add_argument("--mpiexec", required=True)
     ap.add_argument("--np-flag", default="-n")
     ap.add_argument("--np", type=int, default=2)
@@ -208,10 +211,18 @@ def main():
     finally:
         srv.kill()
 
-    # a follower killed: the job ends non-zero within a bounded time, naming rank 1
-    srv = Server(mpi + [args.server, args.model, "--tp", str(args.np), *common], env)
+    # a follower killed: the job ends non-zero within a bounded time, naming rank 1 (on the
+    # BitNet fixture where given: its greedy ids first, example.transformer.bitnet_*'s)
+    if args.bitnet:
+        srv = Server(mpi + [args.server, args.bitnet, "--tp", str(args.np), *common], env)
+    else:
+        srv = Server(mpi + [args.server, args.model, "--tp", str(args.np), *common], env)
     try:
-        check(ids_of(srv, FIXTURE_PROMPT, 10, False) == FIXTURE_IDS, "tp: the fixture's ids before the kill")
+        if args.bitnet:
+            got = ids_of(srv, BITNET_PROMPT, 5, False)
+            check(got == BITNET_IDS, "tp: the BitNet fixture's ids %s, want %s" % (got, BITNET_IDS))
+        else:
+            check(ids_of(srv, FIXTURE_PROMPT, 10, False) == FIXTURE_IDS, "tp: the fixture's ids before the kill")
         pid1, deadline = None, time.time() + 10
         while pid1 is None and time.time() < deadline:
             m = re.search(r"rank 1 of \d+ \(pid (\d+)\)", srv.stderr())
