@@ -24,6 +24,11 @@ void register_weights(const char* w) {
     kiln_bench::configure(benchmark::RegisterBenchmark(("BM_llama_prefill/" + tail).c_str(), [t](benchmark::State& s) {
       llama_bench::prefill<W, B, Q>(s, ctx(t));
     }))->Unit(benchmark::kMillisecond);
+    if (t == kiln_bench::thread_counts().back()) {  // the long prompt at the most threads only (seconds a step)
+      kiln_bench::configure(benchmark::RegisterBenchmark(("BM_llama_prefill512/" + tail).c_str(), [t](benchmark::State& s) {
+        llama_bench::prefill<W, B, Q>(s, ctx(t), 512);
+      }))->Unit(benchmark::kMillisecond);
+    }
   }
 }
 

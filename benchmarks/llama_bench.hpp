@@ -3,6 +3,7 @@
 // <weights>: f32, f16, or int8 / int4 (f32 model, projections and LM head quantized).
 //   BM_llama_prefill/<weights>/<backend>   128 prompt tokens in one forward step (the
 //                                          cache rewound each iteration): tokens/s
+//   BM_llama_prefill512/<weights>/<backend> the same with 512 tokens (CPU, at the most threads)
 //   BM_llama_decode/<weights>/<backend>    one token per iteration after a 128-token
 //                                          prompt: tokens/s, and "weights GB/s", the
 //                                          weight bytes read per token times tokens/s
@@ -19,7 +20,8 @@
 // The default shape is Llama-2-like at 1B size: hidden 2048, intermediate 5632, 16
 // layers, 32 query and 8 kv heads of 64, vocabulary 32000 (untied). KILN_LLAMA_BENCH_LAYERS
 // changes the layer count (a quick run on a slow device). KILN_PROFILE=1 also prints the
-// kernel table (kiln::profile_table) of four decode steps after each decode benchmark.
+// kernel table (kiln::profile_table) of four decode steps after each decode benchmark and
+// of one prefill step after each prefill benchmark.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -125,6 +127,16 @@ void prefill(benchmark::State& state, const kiln::context<B>& ctx, index_t n = p
     benchmark::DoNotOptimize(logits.to_host());  // waits for the step
   }
   state.counters["tok/s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+  if (ctx.profiling()) {  // KILN_PROFILE=1: where one prefill step's time goes, on stderr
+    ctx.clear_profile();
+    m.reset();
+    m.forward(ids).to_host();
+    const char* quant = Q == kiln::llama::weight_quant::int8   ? ", int8 projections"
+                        : Q == kiln::llama::weight_quant::int4 ? ", int4 projections"
+                                                               : "";
+    std::cerr << "prefill, " << kiln::dtype_name_v<W> << " weights" << quant << ", " << n << " tokens, one step:\n"
+              << kiln::profile_table(ctx) << "\n";
+  }
 }
 
 template <class W, class B, kiln::llama::weight_quant Q = kiln::llama::weight_quant::none>
