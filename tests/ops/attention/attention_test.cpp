@@ -6,8 +6,10 @@
 // MQA, head dims 32 ... 256 and odd ones, [B, S, H, D] storage read through
 // kiln::transpose, broadcast additive masks with whole masked blocks and fully masked rows,
 // softcap, an explicit scale, large logits, f16 and bf16 storage, NaN, empty operands,
-// both kernel paths by name, the fused forms as one kernel, errors, and a decode loop over
-// a kv_cache equal to attention over the whole sequence. (Vulkan: tests/vulkan.)
+// both kernel paths by name, the causal prefill's skipped panels (GQA 4, lengths around
+// the blocks and panels, one and two threads, every instruction set the CPU runs), the
+// fused forms as one kernel, errors, and a decode loop over a kv_cache equal to attention
+// over the whole sequence. (Vulkan: tests/vulkan.)
 #include <gtest/gtest.h>
 
 #include <kiln/kiln.hpp>
@@ -88,6 +90,63 @@ TEST(attention, lengths_causal_and_paths) {
       }
     }
   }
+}
+
+// The causal prefill of a decoder (GQA 4, as Llama 1B's 32/8) on the tiled path, whose
+// query and key panels past the diagonal are skipped: lengths around the 96-query block
+// and the panels (12 keys, 32 queries on AVX-512), chunked prefill (Sq < Skv), rows that
+// see no key (Sq > Skv), an odd head dim, and one thread and two.
+TEST(attention, causal_prefill_skips_the_masked_panels) {
+  auto g = kiln_test::rng();
+  ctx_t two{kiln::threads{2}};
+  const dims shapes[] = {{1, 8, 2, 95, 95, 64, 64},   {1, 8, 2, 96, 96, 64, 64},  {1, 8, 2, 97, 97, 64, 64},
+                         {1, 8, 2, 128, 128, 64, 64}, {1, 4, 1, 200, 200, 64, 64}, {1, 4, 1, 100, 250, 64, 64},
+                         {1, 4, 2, 150, 120, 64, 64}, {2, 4, 1, 61, 61, 33, 33}, {1, 8, 2, 13, 13, 64, 64}};
+  for (const dims& d : shapes) {
+    const auto x = make(cpu(), g, d);
+    const std::string v = run(x, causal(), "causal prefill");
+    if (d.Sq >= 95) {
+      EXPECT_TRUE(has(v, "tiled")) << d.str() << " " << v;
+    }
+    run(make(two, g, d), causal(), "causal prefill, 2 threads", two);
+  }
+}
+
+namespace {
+
+// The causal prefill on instruction set Arch (its own micro-kernel tile, so other blocks
+// and panels), two threads.
+template <class Arch>
+void causal_prefill_on(const char* name) {
+  kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
+  auto g = kiln_test::rng();
+  const auto t = [&](const kiln::shape& s) {
+    const auto h = kiln_test::uniform(g, static_cast<std::size_t>(s.numel()), -1.0f, 1.0f);
+    return kiln::from_host(c, s, std::span<const float>(h));
+  };
+  for (const dims& d : {dims{1, 8, 2, 97, 97, 64, 64}, dims{1, 4, 1, 100, 250, 64, 64}, dims{1, 4, 2, 150, 120, 64, 64},
+                        dims{2, 4, 1, 61, 61, 33, 33}}) {
+    const auto q = t({d.B, d.Hq, d.Sq, d.D}), k = t({d.B, d.Hkv, d.Skv, d.D}), v = t({d.B, d.Hkv, d.Skv, d.Dv});
+    const std::string variant = check(c, d, q, k, v, causal(), std::string("causal prefill on ") + name);
+    EXPECT_TRUE(has(variant, "tiled")) << name << " " << d.str() << " " << variant;
+  }
+}
+
+}  // namespace
+
+TEST(attention, causal_prefill_on_every_instruction_set_this_cpu_runs) {
+#if XSIMD_WITH_SSE2
+  causal_prefill_on<xsimd::sse2>("sse2");
+#endif
+#if XSIMD_WITH_AVX2
+  causal_prefill_on<xsimd::avx2>("avx2");
+#endif
+#if XSIMD_WITH_FMA3_AVX2
+  causal_prefill_on<xsimd::fma3<xsimd::avx2>>("fma3<avx2>");
+#endif
+#if XSIMD_WITH_AVX512F
+  causal_prefill_on<xsimd::avx512f>("avx512f");
+#endif
 }
 
 // Every head dimension the issue names and odd ones, with GQA ratios 1, 2, 4, 8 and MQA.

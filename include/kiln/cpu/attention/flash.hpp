@@ -19,7 +19,10 @@
 // long context), keys are also split into chunks: each task keeps its partial softmax
 // (max, sum, unnormalised output) and a second pass merges them in order (flash-decoding).
 // Causal blocks skip the key tiles no row of theirs sees; tiles every row sees fully are
-// not masked element by element.
+// not masked element by element; in a tile across the diagonal the tiled path computes
+// q k^T only for the key panels (MR keys) a query panel (NR queries) sees, and p v only
+// up to the last key an MR-query panel sees (about a third of a 128-token prefill's
+// products, a tenth of a 512-token one).
 #pragma once
 
 #include <algorithm>
@@ -418,13 +421,13 @@ struct flash {
       const float* kgroup = kpack + grp * kpack_group;
       for (index_t j0 = kb; j0 < ke; j0 += p.key_tile) {
         const index_t n = std::min(p.key_tile, ke - j0);
-        tile_scores(kgroup + j0 * D(), n, qpack, rows, sbuf);
+        tile_scores(sc, kgroup + j0 * D(), j0, n, qpack, sbuf);
         finish_t(sc, sbuf, j0, n);
         tile_softmax(sbuf, n, rows, m, l, alpha);
         for (index_t r = 0; r < rows; ++r) {
           if (alpha[r] != 1.0f) scale_row<A>(o + r * ldo(), Dv(), alpha[r]);
         }
-        tile_pv(vpack + grp * vpack_group, j0, n, sbuf, rows, o);
+        tile_pv(sc, vpack + grp * vpack_group, j0, n, sbuf, o);
       }
     } else {
       const KT* kbase = op.k + bq * op.ks[0] + hkv * op.ks[1];
@@ -460,14 +463,25 @@ struct flash {
   /// feeds the micro-kernel in place as its A operand.
   index_t tile_ld() const noexcept { return round_up(p.rows, std::lcm(MR, NR)); }
 
+  /// The keys below the tile's keys j0 + [0, n) that rows [r0, r1) see, less j0: n
+  /// unless causal, where the tile's keys past the last one any of the rows sees (the
+  /// diagonal) are masked for all of them; <= 0: none.
+  index_t keys_seen(const scorer<A, S>& sc, index_t r0, index_t r1, index_t j0, index_t n) const noexcept {
+    if (!op.causal) return n;
+    index_t last = -1;
+    for (index_t r = r0; r < r1; ++r) last = std::max(last, sc.last_key(r));
+    return std::min(n, last + 1 - j0);
+  }
+
   /// Scores of the tiled path: s^T (n x rows) = k[j0 .. j0 + n) (pre-packed MR-key
-  /// panels) x q^T (NR-query panels).
-  void tile_scores(const float* kpan, index_t n, const float* qpack, index_t rows, float* st) const {
+  /// panels) x q^T (NR-query panels). Causal: a key panel past what a query panel sees
+  /// is not computed (finish_t masks those scores whatever they hold).
+  void tile_scores(const scorer<A, S>& sc, const float* kpan, index_t j0, index_t n, const float* qpack, float* st) const {
     const index_t ld = tile_ld();
-    for (index_t kp = 0; kp * MR < n; ++kp) {
-      const float* a = kpan + kp * MR * D();
-      for (index_t c0 = 0; c0 < rows; c0 += NR) {
-        cpu_gemm::micro<A, true>(D(), a, qpack + c0 * D(), NR, st + kp * MR * ld + c0, ld, false);
+    for (index_t c0 = 0; c0 < sc.rows; c0 += NR) {
+      const index_t seen = keys_seen(sc, c0, std::min<index_t>(sc.rows, c0 + NR), j0, n);
+      for (index_t kp = 0; kp * MR < seen; ++kp) {
+        cpu_gemm::micro<A, true>(D(), kpan + kp * MR * D(), qpack + c0 * D(), NR, st + kp * MR * ld + c0, ld, false);
       }
     }
   }
@@ -529,14 +543,17 @@ struct flash {
 
   /// o += p v[j0 .. j0 + n) on the micro-kernel: p read in place from the transposed
   /// tile (MR queries per k step, ld apart), v from its pre-packed NR-column panels.
-  void tile_pv(const float* vgroup, index_t j0, index_t n, const float* st, index_t rows, float* o) const {
+  /// Causal: each MR-query panel stops at the last key it sees (the rest of p is 0).
+  void tile_pv(const scorer<A, S>& sc, const float* vgroup, index_t j0, index_t n, const float* st, float* o) const {
     const index_t ld = tile_ld();
     const index_t panels = ldo() / NR;
     const index_t keys = vpack_group / std::max<index_t>(ldo(), 1);  // keys per panel (Skv rounded up)
-    for (index_t jp = 0; jp < panels; ++jp) {
-      const float* vp = vgroup + (jp * keys + j0) * NR;
-      for (index_t ip = 0; ip * MR < rows; ++ip) {
-        cpu_gemm::micro<A, true>(n, st + ip * MR, vp, NR, o + ip * MR * ldo() + jp * NR, ldo(), true, ld);
+    for (index_t ip = 0; ip * MR < sc.rows; ++ip) {
+      const index_t seen = keys_seen(sc, ip * MR, std::min<index_t>(sc.rows, ip * MR + MR), j0, n);
+      if (seen <= 0) continue;
+      for (index_t jp = 0; jp < panels; ++jp) {
+        cpu_gemm::micro<A, true>(seen, st + ip * MR, vgroup + (jp * keys + j0) * NR, NR, o + ip * MR * ldo() + jp * NR,
+                                 ldo(), true, ld);
       }
     }
   }
