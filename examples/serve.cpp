@@ -926,8 +926,19 @@ int main(int argc, char** argv) {
       }
       g.rank = comm->rank();
       g.size = comm->size();
-      g.share = [&g, share = kiln::dist::share_from_root(*comm)](std::vector<std::int32_t>& v) {
-        share(v);
+      // the first message (rank 0's begin) waits for every rank to have loaded its shard:
+      // KILN_DIST_TIMEOUT, but at least 10 minutes (a large checkpoint's load); then the timeout
+      g.share = [&g, &comm, share = kiln::dist::share_from_root(*comm), first = true](std::vector<std::int32_t>& v) mutable {
+        const auto timeout = comm->settings().timeout;
+        if (first) comm->set_timeout(std::max<std::chrono::milliseconds>(timeout, std::chrono::minutes(10)));
+        first = false;
+        try {
+          share(v);
+        } catch (...) {
+          comm->set_timeout(timeout);
+          throw;
+        }
+        comm->set_timeout(timeout);
         if (!v.empty() && v[0] == static_cast<std::int32_t>(serving::tp_step::kind::stop)) g.stop_sent = true;
       };
       // well inside the others' wait for rank 0's next message (KILN_DIST_TIMEOUT)
