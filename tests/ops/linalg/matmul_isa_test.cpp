@@ -1,12 +1,16 @@
 // tests/ops/linalg/matmul_isa_test.cpp — the CPU matmul built for each instruction set
 // this machine runs (SSE2: a 6 x 8 tile; AVX2 without and with FMA: 6 x 16; AVX-512 when
 // the CPU has it: 12 x 32), every path (dot, stream, rows_dot, packed with edge tiles)
-// against the float64 reference, as the exp test does for its lanes. 7 and 16 rows take
-// the dot path's groups of four (a short last group) against the transposed weight, 29 and
-// 67 rows too with 16-bit weights (dot_max_rows(): 32 on AVX2, 96 on AVX-512). K = 1300 takes
+// against the float64 reference, as the exp test does for its lanes. 7, 16 and 29 rows take
+// the dot path's groups (of four rows on AVX-512, two on the others; a short last group)
+// against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
+// dot_max_rows() allows (48 on AVX2, 128 on AVX-512; 32 for f32). K = 1300 takes
 // several depth steps (kc) on every instruction set; N = 300 splits the packed product's
 // columns between the threads; `* 2` takes the path with an epilogue. One row: a short K
-// takes its weight rows one after the other, a long K (3000) side by side. The weight as
+// takes its weight rows one after the other, a long K (3000) side by side, bf16 one after
+// the other up to K = 4096 (dot_one_split: blocks of 2L weights, K = 13 a tail alone, 2561
+// one past whole blocks, 3000 a last single block and a tail) and side by side past it
+// (5000). The weight as
 // f16 or bf16 (read as its transpose, converted while its panels are packed: L x L
 // squares transposed in registers, columns and steps past them one by one), one dtype
 // per conversion path (a product per ISA and dtype is a compile-time cost): SSE2 converts
@@ -31,7 +35,7 @@ template <class Arch, class... W16>
 void check_arch(const char* name) {
   kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
   auto g = kiln_test::rng();
-  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {130, 129, 257},
+  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {130, 129, 257},
                                {40, 70, 1300}, {100, 300, 1300}};
   for (const auto& s : shapes) {
     const index_t M = s[0], N = s[1], K = s[2];

@@ -6,7 +6,7 @@
 // product by choose_path() (kiln::kernel_variant names them):
 //   dot     rows <= dot_max_rows() and b k-contiguous (an nn.Linear weight read as its
 //           transpose): each output a dot product, b streamed once at memory speed,
-//           nothing packed (past 4 rows, groups of 4 take each few columns in turn).
+//           nothing packed (past 4 rows, groups of rows take each few columns in turn).
 //   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
 //   rows_dot  N <= 4 (tall and skinny, a matrix times a vector): dot products of a's rows
 //           with b's few columns; a is read once and never packed.
@@ -48,20 +48,23 @@ enum class path { zeros, dot, stream, rows_dot, packed };
 /// k-contiguous b (the decode step of a batch of sequences, a short prefill chunk) read b
 /// once there; the packed path converts and packs all of b for them and fills a fraction
 /// of its MR-row tile. dot_row_groups() keeps GB columns of b in the L1 while every group
-/// of 4 rows passes over them, so the bound is how many GB x K columns the L1 holds:
-/// 16-bit columns fit at K = 2048 and, on AVX-512, serve a tall block of rows from the L2
-/// faster than the packed path does. Measured at 2 threads on a Zen 4, dot over packed
-/// time, rows 24 / 32 / 48 / 64 / 96 / 128 / 256:
-///   f16 [11264, 2048], AVX-512: 1.81 1.71 1.34 1.63 1.33 1.01 0.95;
-///   f16 [2048, 5632],  AVX-512: 1.24 1.37 1.30 1.15 1.21 1.10 0.93;
-///   bf16 [2048, 2048], AVX-512: 1.48 1.49 1.27 1.14 1.06 0.94 0.84;
-///   f16 [11264, 2048], AVX2:    0.99 1.19 1.00 0.92 0.83 0.85 0.65;
-///   f16 [2048, 5632],  AVX2:    1.11 1.10 0.85 0.77 0.64 0.64 0.59;
-///   f32 [11264, 2048], AVX-512: 0.99 1.13 0.62 0.67 0.59 0.58 0.60 (f32 columns fill the L1).
+/// of rows passes over them, so the bound is how many GB x K columns the L1 holds:
+/// 16-bit columns fit at K = 2048 and serve a tall block of rows from the L2 faster than
+/// the packed path does. Measured at 2 threads on a Zen 4 (a loaded machine, both paths
+/// interleaved in one process), packed over dot time, rows 24 / 32 / 48 / 64 / 96 / 128 /
+/// 192 / 256:
+///   AVX-512 f16 [11264, 2048]: 1.89 1.81 1.46 1.45 1.17 1.18 0.94 0.97;
+///           f16 [2048, 5632]:  1.89 1.87 1.26 1.62 1.22 1.25 0.74 1.07;
+///           bf16 [2048, 2048]: 2.04 1.37 1.53 1.42 1.18 1.17 1.08 0.98;
+///           f32 [11264, 2048]: 1.28 1.30 0.98 0.96 0.78 0.81 0.65 0.68;
+///           f32 [2048, 5632]:  1.51 1.33 1.26 1.14 1.01 1.00 0.84 0.85;
+///   AVX2    f16 [11264, 2048]: 1.43 1.31 1.20 1.04 0.93 0.94 0.87 0.81;
+///           f16 [2048, 5632]:  1.41 1.48 1.22 1.14 1.08 1.05 0.89 0.82;
+///           f32 [11264, 2048]: 1.15 1.05 1.02 0.89 0.71 0.77 0.71 0.71.
 template <class A, class BT>
 constexpr index_t dot_max_rows() {
-  if constexpr (sizeof(BT) < sizeof(float)) return simd::is_avx512<A> ? 96 : 32;
-  return 16;
+  if constexpr (sizeof(BT) < sizeof(float)) return simd::is_avx512<A> ? 128 : 48;
+  return 32;
 }
 
 /// The path for a product of `rows` rows with b (dtype BT) of strides brs along k, bcs
@@ -268,13 +271,26 @@ struct gemm {
   /// decode step: f16 weights 27.5 -> 35.6 GB/s, f32 39.1 -> 41.0. About 32 tasks a
   /// thread (not 8): the thread that finishes first waits less for the other's last one
   /// (f32 decode a further +5%).
+  /// Columns side by side in dot_rows<R>: one row, see above; 2 to 4 rows, as many as
+  /// leave registers for the rows (R x NB accumulators, R rows and a column): each load of
+  /// a row, from the L2 once K is long, then serves more columns. Measured on f16 weights
+  /// at 2 threads (Zen 4), thread CPU time against 4 columns: AVX-512 2 rows x 8 columns
+  /// 1.2-1.4x faster, 3 x 8 1.35-1.5x, 4 x 6 1.27-1.46x; AVX2 2 x 6 1.1-1.26x, 3 and 4
+  /// rows best at 4 (2 and 3 slower).
+  template <int R>
+  static constexpr int dot_columns() {
+    if constexpr (R == 1) return sizeof(BT) < sizeof(float) && simd::is_avx512<A> ? 12 : 8;
+    else if constexpr (simd::is_avx512<A>) return R == 4 ? 6 : 8;
+    else return R == 2 ? 6 : 4;
+  }
+
   template <int R>
   void dot_rows(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N();
     const float* abuf = gather_rows(pr);
     const BT* b = op.b + pr.boff;
     const index_t bcs = op.bcs;
-    constexpr int NB = R > 1 ? 4 : sizeof(BT) < sizeof(float) && simd::is_avx512<A> ? 12 : 8;
+    constexpr int NB = dot_columns<R>();
     const bool one_by_one = R == 1 && index_t(sizeof(float)) * K_ <= index_t(caches().l1 / 4);
     const index_t per_thread = 32;
     const index_t chunk = std::max<index_t>(NB * 4, round_up(ceil_div(N_, index_t(threads) * per_thread), NB));
@@ -292,17 +308,19 @@ struct gemm {
     });
   }
 
-  /// 5 to dot_max_rows() rows against a k-contiguous b: groups of four rows (the last one
+  /// 5 to dot_max_rows() rows against a k-contiguous b: groups of RG rows (the last one
   /// shorter) take each GB columns in turn, so that the columns just read serve every
   /// group from the L1 and b streams from memory once; the rows of a stay in the L2.
+  /// RG x GB accumulators, RG rows and a column in registers: AVX-512 4 x 6 (29 of 32),
+  /// AVX2 2 x 6 (15 of 16). Measured at 2 threads (Zen 4), thread CPU time, 8 to 96 rows
+  /// of f16 [11264, 2048] and [2048, 5632]: AVX-512 4 x 6 1.55-1.8x faster than 4 x 4
+  /// (bf16 alike, f32 at 8 and 16 rows 1.4-1.9x); AVX2 2 x 6 1.4-1.7x faster than 4 x 2.
   void dot_row_groups(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N(), rows = pr.rows();
     const float* abuf = gather_rows(pr);
     const BT* b = op.b + pr.boff;
     const index_t bcs = op.bcs;
-    // 4 x GB accumulators, 4 rows and a column in registers: 21 of AVX-512's 32, 13 of
-    // AVX2's 16
-    constexpr int GB = simd::is_avx512<A> ? 4 : 2;
+    constexpr int RG = simd::is_avx512<A> ? 4 : 2, GB = 6;
     const index_t chunk = std::max<index_t>(GB * 4, round_up(ceil_div(N_, index_t(threads) * 32), GB));
     const index_t tasks = ceil_div(N_, chunk);
     cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
@@ -310,23 +328,28 @@ struct gemm {
       float* vals = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * w) * sizeof(float)));
       index_t n = n0;
       for (; n + GB <= n1; n += GB) {
-        for (index_t g = 0; g < rows; g += 4) dot_group<GB>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w);
+        for (index_t g = 0; g < rows; g += RG) dot_group<RG, GB>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w);
       }
       for (; n < n1; ++n) {
-        for (index_t g = 0; g < rows; g += 4) dot_group<1>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w);
+        for (index_t g = 0; g < rows; g += RG) dot_group<RG, 1>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w);
       }
       for (index_t r = 0; r < rows; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
     });
   }
 
-  /// dot() of min(left, 4) rows against NB columns.
-  template <int NB>
+  /// dot() of min(left, RG) rows against NB columns.
+  template <int RG, int NB>
   static void dot_group(index_t left, index_t K_, const float* a, const BT* b, index_t bcs, float* out, index_t ldo) {
-    switch (left) {
-      case 1: dot<A, 1, NB>(K_, a, b, bcs, out, ldo); break;
-      case 2: dot<A, 2, NB>(K_, a, b, bcs, out, ldo); break;
-      case 3: dot<A, 3, NB>(K_, a, b, bcs, out, ldo); break;
-      default: dot<A, 4, NB>(K_, a, b, bcs, out, ldo); break;
+    if constexpr (RG == 2) {
+      if (left == 1) dot<A, 1, NB>(K_, a, b, bcs, out, ldo);
+      else dot<A, 2, NB>(K_, a, b, bcs, out, ldo);
+    } else {
+      switch (left) {
+        case 1: dot<A, 1, NB>(K_, a, b, bcs, out, ldo); break;
+        case 2: dot<A, 2, NB>(K_, a, b, bcs, out, ldo); break;
+        case 3: dot<A, 3, NB>(K_, a, b, bcs, out, ldo); break;
+        default: dot<A, 4, NB>(K_, a, b, bcs, out, ldo); break;
+      }
     }
   }
 
