@@ -107,7 +107,7 @@ struct tp_group {
   serving::share_ints share;                          // rank 0's ints on every rank
   std::chrono::milliseconds heartbeat{1000};          // an idle rank 0 tells the others this often
   std::function<void(const std::string&)> abort;      // ends the whole job, the message first
-  bool stop_sent = false;                             // rank 0: the others were told to stop
+  std::atomic<bool> stop_sent{false};                 // rank 0: the others were told to stop (worker thread)
   bool split() const noexcept { return size > 1; }
 };
 
