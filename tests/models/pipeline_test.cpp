@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>  // std::is_same_v
 #include <vector>
 
 #include "backends.hpp"
