@@ -137,6 +137,29 @@ TYPED_TEST(pipeline, explicit_starts_and_one_context_twice) {
   EXPECT_TRUE(has(m.placement().describe(), "layer 0 on ")) << m.placement().describe();
 }
 
+TYPED_TEST(pipeline, even_split_and_describe) {
+  auto& a = kiln_test::ctx<TypeParam>();
+  auto& b = second<TypeParam>();
+  using place = kiln::models::placement<TypeParam>;
+  // 7 layers over 3 stages: the earlier stages take the extra layer
+  const auto p = place::of("test", a, {{a, b, a}, {}}, 7);
+  ASSERT_EQ(p.stages().size(), 3u);
+  EXPECT_EQ(p.stages()[0].first, 0);
+  EXPECT_EQ(p.stages()[1].first, 3);
+  EXPECT_EQ(p.stages()[2].first, 5);
+  EXPECT_EQ(p.stages()[2].end, 7);
+  EXPECT_TRUE(p.context_of(4) == b);
+  EXPECT_TRUE(p.context_of(6) == a);
+  EXPECT_TRUE(p.last() == a);
+  const std::string d = a.device_name();
+  EXPECT_EQ(p.describe(), "layers 0-2 on " + d + ", layers 3-4 on " + b.device_name() + ", layers 5-6 on " + d);
+  // the default: one stage on the model's context
+  const auto one = place::of("test", b, {}, 7);
+  EXPECT_FALSE(one.split());
+  EXPECT_TRUE(one.first() == b);
+  EXPECT_EQ(one.stages()[0].end, 7);
+}
+
 TYPED_TEST(pipeline, bad_placements_are_refused) {
   auto& a = kiln_test::ctx<TypeParam>();
   auto& b = second<TypeParam>();
