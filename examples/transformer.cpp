@@ -387,17 +387,7 @@ int main(int argc, char** argv) {
                           std::to_string(comm->size()) + " ranks (mpirun -np " + std::to_string(a.tp) + ")");
       }
       a.rank = comm->rank();
-      a.share = [&](std::vector<std::int32_t>& v) {
-        std::vector<std::int32_t> n{static_cast<std::int32_t>(v.size())};
-        kiln::context<kiln::cpu<>> host(kiln::threads{1});
-        auto count = kiln::from_host(host, kiln::shape{1}, std::span<const std::int32_t>(n));
-        comm->broadcast(count, 0);
-        v.resize(static_cast<std::size_t>(count.to_host()[0]));
-        if (v.empty()) return;
-        auto t = kiln::from_host(host, kiln::shape{kiln::index_t(v.size())}, std::span<const std::int32_t>(v));
-        comm->broadcast(t, 0);
-        v = t.to_host();
-      };
+      a.share = kiln::dist::share_from_root(*comm);
       if (a.rank != 0) std::cout.setstate(std::ios::failbit);  // rank 0 prints
 #else
       std::cerr << "transformer: --tp needs a build with kiln::dist (MPI: configure with -DKILN_MPI=ON, libopenmpi-dev)\n";

@@ -7,4 +7,5 @@
 #include "kiln/dist/communicator.hpp"
 #include "kiln/dist/environment.hpp"
 #include "kiln/dist/error.hpp"
+#include "kiln/dist/share.hpp"  // kiln::dist::share_from_root: rank 0's ints on every rank
 #include "kiln/dist/tensor_parallel.hpp"  // kiln::dist::tensor_parallel: a decoder split over the ranks
