@@ -21,8 +21,8 @@
 // Causal blocks skip the key tiles no row of theirs sees; tiles every row sees fully are
 // not masked element by element; in a tile across the diagonal the tiled path computes
 // q k^T only for the key panels (MR keys) a query panel (NR queries) sees, and p v only
-// up to the last key an MR-query panel sees (about a third of a 128-token prefill's
-// products, a tenth of a 512-token one).
+// up to the last key an MR-query panel sees (with 96-query blocks: about a quarter of the
+// products of a 128-token causal prefill, a tenth of a 512-token one).
 #pragma once
 
 #include <algorithm>
