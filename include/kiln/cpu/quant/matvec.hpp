@@ -15,8 +15,10 @@
 // plane p, the 64 bytes are plane p of chunk 2j then of chunk 2j + 1. The ternary loop
 // is asm (ternary_sums: GCC spilled accumulators otherwise). One Zen 4 core, weight rows
 // of K = 2560 from the L2, against dot.hpp's 1 x 4 tile: ternary 41 GB/s of codes (was
-// 26), int8 74 (was 33); from memory each tile fetches the next one's rows in software
-// (without: about half the rate at 2 threads).
+// 26), int8 74 (was 33); from memory each tile fetches in software the rows of the tile
+// two ahead (without: about half the rate at 2 threads; one tile ahead, the BitNet 2B-4T
+// projections at 2 threads of a Zen 4 took 7-25% more time, 40-90% more under load from
+// other processes; three tiles about the same as two, four and six more).
 // The stored codes' offset is taken back once per segment (offset * sum(x), dot.hpp's
 // segment_offsets), and a segment's int32 sum is exact, so the result equals dot.hpp's
 // bit for bit wherever that one's float lane sums are exact (|sums| < 2^24).
@@ -40,8 +42,8 @@ namespace kiln::detail::cpu_quant::matvec {
 /// Weight rows per tile.
 inline constexpr int C = 4;
 
-/// Tiles ahead of the one running that the software prefetches fetch.
-inline constexpr int ahead_tiles = 1;
+/// Tiles ahead of the one running that the software prefetches fetch (see the top).
+inline constexpr int ahead_tiles = 2;
 
 /// Bytes of the arranged activations of a row of `chunks` chunks (whole chunk pairs).
 template <class Scheme>
@@ -236,9 +238,9 @@ inline void tile(const std::uint8_t* w, index_t stride, const std::int8_t* xs, i
 /// scale per row, applied by the caller), C rows at a time (a last partial tile takes the
 /// last C rows again, storing only the new ones): xs, x arranged by arrange(); xoff:
 /// offset * sum(x) per segment of flush_planes planes (segment_offsets with gsub 0).
-/// Each tile fetches the next tile's rows a line per row and chunk pair (rows of a few
-/// hundred bytes are too short for the hardware prefetcher to reach full speed alone),
-/// up to row `rows + ahead` (what the caller's tensor holds past these).
+/// Each tile fetches the rows of the tile ahead_tiles on, a line per row and chunk pair
+/// (rows of a few hundred bytes are too short for the hardware prefetcher to reach full
+/// speed alone), up to row `rows + ahead` (what the caller's tensor holds past these).
 template <class Scheme>
 void rows(const std::uint8_t* w, index_t row_bytes, index_t rows, const std::int8_t* xs, index_t chunks,
           const std::int32_t* xoff, float* out, index_t ahead = 0) noexcept {
