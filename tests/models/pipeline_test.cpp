@@ -36,20 +36,8 @@ const std::string data = KILN_MODELS_TEST_DATA;
 /// A second context on the shared context's device (Vulkan: validation on, as the first).
 template <class B>
 kiln::context<B>& second() {
-#if defined(KILN_TEST_VULKAN)
-  if constexpr (std::is_same_v<B, kiln::vulkan>) {
-    static kiln::context<B> c{[] {
-      kiln::vulkan::options o;
-      o.validation = true;
-      return o;
-    }()};
-    return c;
-  } else
-#endif
-  {
-    static kiln::context<B> c;
-    return c;
-  }
+  static kiln::context<B> c = kiln_test::new_context<B>();
+  return c;
 }
 
 template <class B>

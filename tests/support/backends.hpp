@@ -26,23 +26,28 @@ using backend_types = ::testing::Types<cpu, vulkan>;
 using backend_types = ::testing::Types<cpu>;
 #endif
 
-/// One context per backend for the whole test binary (device start-up is not free).
+/// A new context of backend B (Vulkan: the Khronos validation layer on, checking every
+/// call the tests make). ctx<B>() is the one most tests share; a test that needs a second
+/// context (several devices in one process) makes its own.
 template <class B>
-kiln::context<B>& ctx() {
+kiln::context<B> new_context() {
 #if defined(KILN_TEST_VULKAN)
   if constexpr (std::is_same_v<B, kiln::vulkan>) {
-    static kiln::context<B> c{[] {
-      kiln::vulkan::options o;
-      o.validation = true;  // the Khronos layer checks every call the tests make
-      return o;
-    }()};
-    return c;
+    kiln::vulkan::options o;
+    o.validation = true;
+    return kiln::context<B>{o};
   } else
 #endif
   {
-    static kiln::context<B> c;
-    return c;
+    return kiln::context<B>{};
   }
+}
+
+/// One context per backend for the whole test binary (device start-up is not free).
+template <class B>
+kiln::context<B>& ctx() {
+  static kiln::context<B> c = new_context<B>();
+  return c;
 }
 
 /// Base of typed tests: skips a backend without a device, and fails a Vulkan test that
