@@ -266,6 +266,19 @@ class model : public models::decoder_state<model<W, B>, B> {
     if (shard_.split()) tp_.all_reduce_sum(h);
   }
   bool residual() const noexcept { return shard_.rank == 0; }
+  /// A layer after its attention (att_rows [n, heads * D]), for the contiguous and the
+  /// paged forward alike: o_proj into the residual h, then the MLP (rms_norm into x,
+  /// gate/up into gu, down of silu(gate) * up into h), each product followed by reduce().
+  void finish_layer(tensor<float, B>& h, tensor<float, B>& x, tensor<float, B>& gu, const tensor<float, B>& att_rows,
+                    const layer& L) const {
+    const index_t I = gu.shape()[1] / 2;
+    models::project(h, att_rows, L.wo, residual());
+    reduce(h);
+    x = rms_norm(h, L.mlp_norm, cfg_.rms_norm_eps);
+    models::project(gu, x, L.wgu, false);
+    models::project(h, silu(slice(gu, 1, 0, I)) * slice(gu, 1, I, 2 * I), L.wdown, residual());
+    reduce(h);
+  }
   /// h [n, H] = the embedding rows of ids (split: through an all-reduce).
   void embed(tensor<float, B>& h, std::span<const std::int32_t> ids) const {
     if (!shard_.split()) return models::embed(place_.first(), h, embed_, ids);
@@ -435,7 +448,6 @@ tensor<float, B> model<W, B>::forward(std::span<const std::int32_t> ids, bool al
     };
     auto att_heads = transpose(att, 1, 2);
     const auto att_rows = reshape(att, {n, nq});
-    const auto gate = slice(gu, 1, 0, I), up = slice(gu, 1, I, 2 * I);
     for (index_t l = first; l < end; ++l) {
       const layer& L = layers_[static_cast<std::size_t>(l)];
       auto& cache = caches_[static_cast<std::size_t>(l)];
@@ -443,12 +455,7 @@ tensor<float, B> model<W, B>::forward(std::span<const std::int32_t> ids, bool al
       models::project(qkv, x, L.wqkv, false);
       cache.append(rope(heads(nq, Hkv), pos, rope_opt), heads(nq + nk, Hkv));
       att_heads = attention(rope(heads(0, Hq), pos, rope_opt), cache.k(), cache.v(), att_opt);
-      models::project(h, att_rows, L.wo, residual());
-      reduce(h);
-      x = rms_norm(h, L.mlp_norm, eps);
-      models::project(gu, x, L.wgu, false);
-      models::project(h, silu(gate) * up, L.wdown, residual());
-      reduce(h);
+      finish_layer(h, x, gu, att_rows, L);
     }
   });
   pos_ += n;
@@ -479,18 +486,12 @@ tensor<float, B> model<W, B>::forward(paged_kv_cache<float, B>& cache, std::span
   auto att = empty<float>(ctx, {n, Hq, D});
   auto gu = empty<float>(ctx, {n, 2 * I});
   const auto att_rows = reshape(att, {n, nq});
-  const auto gate = slice(gu, 1, 0, I), up = slice(gu, 1, I, 2 * I);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const layer& L = layers_[l];
     x = rms_norm(h, L.attn_norm, eps);
     models::project(qkv, x, L.wqkv, false);
     this->paged_layer_attention(cache, static_cast<index_t>(l), st, qkv, qr, kr, att, Hq, Hkv, D, rope_opt);
-    models::project(h, att_rows, L.wo, residual());
-    reduce(h);
-    x = rms_norm(h, L.mlp_norm, eps);
-    models::project(gu, x, L.wgu, false);
-    models::project(h, silu(gate) * up, L.wdown, residual());
-    reduce(h);
+    finish_layer(h, x, gu, att_rows, L);
   }
   if (st.want.empty()) return empty<float>(ctx, {0, cfg_.vocab_size});
   return logits_of(this->wanted_rows(st, h, norm_, eps));
