@@ -76,10 +76,15 @@ auto from_host(const context<B>& ctx, R&& host) {
 }
 
 /// A contiguous copy of t on ctx: another context of t's backend (a second device, or a
-/// second context on the same one) or of another backend. Staged through the host: waits
-/// for the work t depends on, reads its elements and writes them to a new tensor on ctx
-/// (on unified-memory devices both are copies from and to mapped memory). Throws
-/// kiln::shape_error for an empty t and kiln::device_error for a moved-from ctx.
+/// second context on the same one) or of another backend. Between two contexts of a
+/// backend that can copy device to device (Vulkan contexts whose devices share memory:
+/// VK_KHR_external_memory_fd on both, the same deviceUUID and driverUUID; see
+/// kiln::vulkan::peer_refusal), the copy goes through memory the two share and returns
+/// once it is submitted on ctx, whose later work is ordered after it. Otherwise it is
+/// staged through the host: waits for the work t depends on, reads its elements and writes
+/// them to a new tensor on ctx (on unified-memory devices both are copies from and to
+/// mapped memory). Throws kiln::shape_error for an empty t, kiln::device_error for a
+/// moved-from ctx or a failed device copy (naming t's dtype and shape and both devices).
 /// Example: `auto h1 = kiln::copy_to(gpu1, h0);   // h0 on gpu0`
 template <class B, class T, class A>
 tensor<T, B> copy_to(const context<B>& ctx, const tensor<T, A>& t) {
@@ -89,6 +94,18 @@ tensor<T, B> copy_to(const context<B>& ctx, const tensor<T, A>& t) {
   }
   auto out = empty<T>(ctx, t.shape());
   if (t.numel() == 0) return out;
+  if constexpr (std::is_same_v<A, B> &&
+                requires(const typename backend_traits<B>::storage& s, typename backend_traits<B>::storage& d) {
+                  backend_traits<B>::copy_between(s, std::size_t{}, d, std::size_t{}, [] { return std::string(); });
+                }) {
+    // device to device: a strided view is made contiguous on its own context first
+    const tensor<T, B> src = t.is_contiguous() ? t : t.clone();
+    const auto what = [&] { return "kiln::copy_to: " + t.describe() + " to " + ctx.device_name(); };
+    if (backend_traits<B>::copy_between(*src.storage(), static_cast<std::size_t>(src.offset()) * sizeof(T),
+                                        *out.storage(), static_cast<std::size_t>(t.numel()) * sizeof(T), what)) {
+      return out;
+    }
+  }
   if constexpr (requires { t.data(); }) {  // host memory already: no staging vector
     if (t.is_contiguous()) {
       backend_traits<B>::upload(*out.storage(), 0, t.data(), static_cast<std::size_t>(t.numel()) * sizeof(T));

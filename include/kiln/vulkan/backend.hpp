@@ -84,6 +84,18 @@ struct vulkan {
   /// need to call this; it is for tools and tests that want the warm state settled.
   static std::uint64_t wait_preloaded(const context<vulkan>& ctx);
 
+  using peer_stats = detail::vk::peer_stats;
+  /// Copies into ctx from other Vulkan contexts (kiln::copy_to): how many went device to
+  /// device through shared memory and how many were staged through the host, their bytes,
+  /// and the shared buffers ctx holds a side of.
+  static peer_stats peers(const context<vulkan>& ctx);
+  /// How kiln::copy_to(to, t) copies a tensor t of `from`: "" when device to device through
+  /// memory the two share (VK_KHR_external_memory_fd on both, the same deviceUUID and
+  /// driverUUID, neither context's options::external_memory off, and the shared buffer
+  /// made, which happens on the first copy); else why it is staged through the host.
+  /// Example: `if (auto why = kiln::vulkan::peer_refusal(gpu0, gpu1); !why.empty()) std::cerr << why;`
+  static std::string peer_refusal(const context<vulkan>& from, const context<vulkan>& to);
+
   /// Validation-layer messages of this process so far (contexts created with validation).
   static std::vector<std::string> validation_messages();
 
@@ -160,6 +172,30 @@ struct backend_traits<vulkan> {
     if (bytes) s.ctx->read(s.alloc(), s.access(), offset, dst, bytes);
   }
   static void synchronize(context_state& s) { s.synchronize(); }
+
+  /// kiln::copy_to between two Vulkan contexts: copies `bytes` of src from src_offset to
+  /// dst (from 0) device to device through memory the two contexts share, and returns
+  /// true; false (and nothing done) when they share none, so that copy_to stages through
+  /// the host. A failure throws the error's type with `what()` (the op, the tensor, both
+  /// devices) in front of its message.
+  template <class Describe>
+  static bool copy_between(const storage& src, std::size_t src_offset, storage& dst, std::size_t bytes,
+                           Describe&& what) {
+    if (src.ctx == dst.ctx) return false;
+    try {
+      if (src.ctx->copy_to_peer(src.alloc(), src.access(), src_offset, *dst.ctx, dst.alloc(), dst.access(), 0, bytes)) {
+        return true;
+      }
+    } catch (const out_of_memory& e) {
+      throw out_of_memory(what() + ": " + e.what(), e.requested(), e.available());
+    } catch (const device_unavailable& e) {
+      throw device_unavailable(what() + ": " + e.what());
+    } catch (const device_error& e) {
+      throw device_error(what() + ": " + e.what());
+    }
+    dst.ctx->count_staged(bytes);
+    return false;
+  }
   static std::string device_name(const context_state& s) { return s.name(); }
   /// Profiling: waits for recorded work and reads its GPU times (context::profile()).
   static void collect_profile(context_state& s) { s.collect_profile(); }

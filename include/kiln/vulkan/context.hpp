@@ -18,6 +18,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -77,6 +78,48 @@ struct context_options {
   /// ~25-45 us on each timed dispatch, as long as a small kernel itself, so timing every
   /// call would both slow the program and distort what it measures.
   std::optional<std::uint32_t> profile_gpu_every;
+  /// Copies from another Vulkan context (kiln::copy_to) go device to device through memory
+  /// both contexts share (VK_KHR_external_memory_fd, opaque fd handles), where both
+  /// contexts allow it and both devices can (the extension, and the same deviceUUID and
+  /// driverUUID: two contexts on one device, or a device group); false: such copies are
+  /// always staged through the host, and the extension is not enabled on the device.
+  /// Default: KILN_VULKAN_EXTERNAL_MEMORY (on/off), else on.
+  std::optional<bool> external_memory;
+  /// Bytes of the memory a pair of contexts shares for those copies, at most (two halves:
+  /// the sender fills one while the receiver reads the other). A pair starts at twice the
+  /// copy's size rounded up to a power of two (1 MiB at least) and grows with later copies.
+  std::size_t peer_buffer_size = std::size_t(64) << 20;
+};
+
+/// Copies into one context from another Vulkan context (kiln::copy_to), counted on the
+/// receiving context, and the memory it shares with other contexts for them.
+struct peer_stats {
+  std::uint64_t external_copies = 0;  ///< device to device through shared memory
+  std::uint64_t external_bytes = 0;
+  std::uint64_t staged_copies = 0;  ///< staged through the host (no shared memory for the pair)
+  std::uint64_t staged_bytes = 0;
+  std::size_t links = 0;       ///< shared buffers this context holds a side of (sending or receiving)
+  std::size_t link_bytes = 0;  ///< their bytes (outside the pool and its memory limit)
+};
+
+/// Memory two contexts share for copies from one (the sender, which allocates and exports
+/// it) to the other (the receiver, which imports it): one dedicated allocation that each
+/// sees through a VkBuffer of its own, used as two halves. Each context destroys its own
+/// side with its own device (the payload lives until both are gone); a link either side
+/// let go of is `dead` and is never used again.
+struct peer_link {
+  struct side {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    access_state access;          ///< guarded by the owning context's mutex
+    bool released[2] = {false, false};  ///< half i was released to VK_QUEUE_FAMILY_EXTERNAL
+  };
+  std::mutex mutex;  ///< one copy at a time through the link
+  VkDeviceSize size = 0;
+  std::uint32_t memory_type = 0;
+  side send, receive;
+  std::uint64_t received[2] = {0, 0};  ///< the receiver's timeline value after which it has read half i
+  std::atomic<bool> dead{false};
 };
 
 /// What device d lets generated kernels use (codegen/caps.hpp); texel_reads: the
@@ -134,6 +177,32 @@ class context_state {
   VkPhysicalDevice physical_device() const noexcept { return physical_; }
   VkQueue queue() const noexcept { return queue_; }
   std::uint32_t tensor_memory_type() const noexcept { return tensor_type_; }
+  /// A number no other context of this process has (peer links are keyed by it).
+  std::uint64_t serial() const noexcept { return serial_; }
+  /// Copies from and to other contexts may go through shared memory (context_options::external_memory
+  /// and the device's VK_KHR_external_memory_fd).
+  bool external_memory() const noexcept { return external_memory_; }
+
+  // ---- copies between contexts ----------------------------------------------------------
+
+  /// "" when copies from this context to `to` go device to device through shared memory;
+  /// else why they are staged through the host (naming both devices).
+  std::string peer_refusal(const context_state& to) const;
+
+  /// Copies `bytes` from (a, s) at `offset` into (b, bs) at `b_offset` on context `to`
+  /// through memory the two share (made on first use, then kept for the pair): this
+  /// context copies a chunk into one half and waits for it, `to` copies it out of that
+  /// half while this context fills the other; ownership passes through
+  /// VK_QUEUE_FAMILY_EXTERNAL each way. Returns once `to` has the copies recorded and
+  /// submitted (its later work is ordered after them). False, with nothing done, when
+  /// the pair shares no memory (peer_refusal, or making the shared buffer failed): the
+  /// caller stages through the host. Throws kiln::device_error when a submit or a wait fails.
+  bool copy_to_peer(const allocation& a, access_state& s, std::size_t offset, context_state& to, const allocation& b,
+                    access_state& bs, std::size_t b_offset, std::size_t bytes);
+
+  /// Counts a copy from another Vulkan context that was staged through the host.
+  void count_staged(std::size_t bytes) noexcept;
+  peer_stats peers() const;
 
   // ---- memory -------------------------------------------------------------------------
 
@@ -246,6 +315,17 @@ class context_state {
   /// Frees a readback allocation from read_begin.
   void release_readback(const allocation& a, const access_state& s) noexcept { release(a, s); }
 
+  // ---- the sides of a peer link (copy_to_peer) ------------------------------------------
+
+  /// Receiver: imports `fd` (owned by this call: Vulkan takes it, or it is closed) as the
+  /// receive side of `link`. Throws kiln::device_error.
+  void import_side(const std::shared_ptr<peer_link>& link, int fd);
+
+  /// Receiver: records (acquire, copy out of half h into b, release) and submits; the
+  /// timeline value after which the half is read.
+  std::uint64_t receive_half(peer_link& link, int h, const allocation& b, access_state& bs, std::size_t b_offset,
+                             std::size_t n);
+
   // ---- synchronisation ----------------------------------------------------------------
 
   /// Submits what is recorded (work starts without anyone waiting).
@@ -334,6 +414,23 @@ class context_state {
 
   allocation allocate_in(std::size_t bytes, std::uint32_t type);
 
+  /// The link to `to` (links_mutex_ held) holding at least `bytes` (or the largest allowed),
+  /// made or grown now; nullptr when the pair cannot share memory (the reason goes to
+  /// link_failures_).
+  std::shared_ptr<peer_link> link_to(context_state& to, std::size_t bytes);
+
+  /// Sender: a new link of `size` bytes, its send side made and exported to `to`.
+  std::shared_ptr<peer_link> make_link(context_state& to, VkDeviceSize size);
+
+  /// Sender: records (acquire, copy a into half h, release), submits and waits for it.
+  void send_half(peer_link& link, int h, const allocation& a, access_state& s, std::size_t offset, std::size_t n);
+
+  /// Destroys one side of a link (lock held; the GPU done with it).
+  void destroy_side(peer_link::side& d) noexcept;
+
+  /// (lock held) Frees the sides of dead links whose GPU work is complete.
+  void sweep_links_locked() noexcept;
+
   /// Profiling: the pool's size after an allocation, for the trace's counter track (lock held).
   allocation count_memory(allocation a);
 
@@ -407,6 +504,17 @@ class context_state {
   bool drained_ = false;  ///< lost, and the device idled since (mutex_)
   std::string lost_reason_;
   std::uint32_t workgroup_size_ = 0;  ///< shader_cache's, kept: it outlives release_device
+  // copies between contexts
+  static inline constinit std::atomic<std::uint64_t> next_serial_{1};
+  std::uint64_t serial_ = 0;
+  bool external_memory_ = false;
+  std::size_t peer_buffer_size_ = 0;
+  PFN_vkGetMemoryFdKHR get_memory_fd_ = nullptr;
+  mutable std::mutex links_mutex_;  ///< making links (taken before mutex_ and the receiver's; never inside them)
+  std::map<std::uint64_t, std::shared_ptr<peer_link>> links_out_;  ///< as sender, by the receiver's serial (links_mutex_)
+  std::map<std::uint64_t, std::string> link_failures_;             ///< receivers no link could be made to, and why (links_mutex_)
+  std::vector<std::shared_ptr<peer_link>> links_in_;               ///< as receiver (mutex_)
+  peer_stats peer_stats_;                                          ///< counters (mutex_)
   std::uint32_t elements_per_invocation_ = 0;
 };
 

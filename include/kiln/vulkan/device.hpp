@@ -191,7 +191,16 @@ struct device_info {
   std::string driver_info;
   std::uint32_t driver_version = 0;  ///< vendor-encoded
   std::uint32_t api_version = 0;     ///< VK_MAKE_API_VERSION
-  std::array<std::uint8_t, VK_UUID_SIZE> uuid{};
+  std::array<std::uint8_t, VK_UUID_SIZE> uuid{};  ///< pipelineCacheUUID
+  /// deviceUUID and driverUUID (VkPhysicalDeviceIDProperties): two devices may share memory
+  /// through opaque fd handles only where both match (the Vulkan spec's external memory
+  /// handle types compatibility table).
+  std::array<std::uint8_t, VK_UUID_SIZE> device_uuid{};
+  std::array<std::uint8_t, VK_UUID_SIZE> driver_uuid{};
+  /// VK_KHR_external_memory_fd is present and buffers of transfer usage can be exported
+  /// and imported as VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT
+  /// (vkGetPhysicalDeviceExternalBufferProperties); always false off POSIX systems.
+  bool external_memory_fd = false;
 
   // compute
   /// Float controls (Vulkan 1.2): kernels may ask the compiler to keep NaN, inf and the

@@ -38,5 +38,9 @@ KILN_DECL std::size_t vulkan::trim(const context<vulkan>& ctx) { return ctx.stat
 KILN_DECL vulkan::stream_stats vulkan::stream(const context<vulkan>& ctx) { return ctx.state()->stream(); }
 KILN_DECL vulkan::cache_stats vulkan::cache(const context<vulkan>& ctx) { return ctx.state()->cache(); }
 KILN_DECL std::uint64_t vulkan::wait_preloaded(const context<vulkan>& ctx) { return ctx.state()->wait_preloaded(); }
+KILN_DECL vulkan::peer_stats vulkan::peers(const context<vulkan>& ctx) { return ctx.state()->peers(); }
+KILN_DECL std::string vulkan::peer_refusal(const context<vulkan>& from, const context<vulkan>& to) {
+  return from.state()->peer_refusal(*to.state());
+}
 
 }  // namespace kiln

@@ -5,6 +5,11 @@
 #include "kiln/vulkan/context.hpp"
 #include "kiln/vulkan/codegen/plan.hpp"  // max_texel_binding
 
+#include <bit>  // std::bit_ceil
+#if !defined(_WIN32)
+#include <unistd.h>  // close: an exported fd that was not imported
+#endif
+
 namespace kiln::detail::vk {
 
 KILN_DECL device_caps make_device_caps(const device_info& d, bool texel_reads) {
@@ -121,6 +126,13 @@ KILN_DECL context_state::context_state(const context_options& opt) {
     f10.pNext = &fcm;
     extensions.push_back("VK_NV_cooperative_matrix");
   }
+  // Copies between contexts through shared memory (copy_to_peer), only where the device
+  // offers it: VK_KHR_external_memory itself is core since Vulkan 1.1.
+  serial_ = next_serial_.fetch_add(1, std::memory_order_relaxed);
+  peer_buffer_size_ = std::max<std::size_t>(opt.peer_buffer_size, std::size_t(1) << 20);
+  external_memory_ = info_.external_memory_fd &&
+                     opt.external_memory.value_or(!env_off("KILN_VULKAN_EXTERNAL_MEMORY"));
+  if (external_memory_) extensions.push_back(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
   VkDeviceCreateInfo di{};
   di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   di.pNext = &f10;
@@ -134,6 +146,10 @@ KILN_DECL context_state::context_state(const context_options& opt) {
   }
   device_.dev = dev;
   vkGetDeviceQueue(dev, info_.compute_queue_family, 0, &queue_);
+  if (external_memory_) {
+    get_memory_fd_ = reinterpret_cast<PFN_vkGetMemoryFdKHR>(vkGetDeviceProcAddr(dev, "vkGetMemoryFdKHR"));
+    external_memory_ = get_memory_fd_ != nullptr;
+  }
 
   if (opt.texel_reads) {
     texel_reads_ = *opt.texel_reads;
@@ -461,6 +477,18 @@ KILN_DECL void context_state::release_device() noexcept {
   deferred_.clear();
   for (auto& c : checks_) pool_->free(c.buffer);
   checks_.clear();
+  // Shared buffers: this context's side of each goes with its device (the device is idle);
+  // the other context frees its own side when it next copies or goes.
+  for (auto& [serial, link] : links_out_) {
+    link->dead = true;
+    destroy_side(link->send);
+  }
+  links_out_.clear();
+  for (auto& link : links_in_) {
+    link->dead = true;
+    destroy_side(link->receive);
+  }
+  links_in_.clear();
   if (ring_.alloc) pool_->free(ring_.alloc);
   ring_.alloc = {};
   ring_.in_use.clear();
@@ -769,6 +797,321 @@ KILN_DECL void context_state::record_dispatch(const kernel_spec& k, std::span<co
   if (!h.time_gpu) return nullptr;  // sampling: a call the timer skips
   timer_->before(cb, batch, h);
   return timer_.get();
+}
+
+// ---- copies between contexts --------------------------------------------------------------
+
+namespace {
+
+/// A queue family ownership transfer of [offset, offset + n) of buf (release: to
+/// VK_QUEUE_FAMILY_EXTERNAL; acquire: from it). Memory another device uses must change
+/// hands this way, or its contents are undefined for the new owner.
+inline void ownership_barrier(VkCommandBuffer cb, VkBuffer buf, VkDeviceSize offset, VkDeviceSize n,
+                              std::uint32_t from_family, std::uint32_t to_family, VkAccessFlags src_access,
+                              VkAccessFlags dst_access) {
+  VkBufferMemoryBarrier b{};
+  b.sType = VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER;
+  b.srcAccessMask = src_access;
+  b.dstAccessMask = dst_access;
+  b.srcQueueFamilyIndex = from_family;
+  b.dstQueueFamilyIndex = to_family;
+  b.buffer = buf;
+  b.offset = offset;
+  b.size = n;
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0, nullptr, 1, &b, 0,
+                       nullptr);
+}
+
+/// A transfer buffer of `size` bytes whose memory may be exported or imported as an opaque fd.
+inline VkBuffer external_buffer(VkDevice dev, VkDeviceSize size) {
+  VkExternalMemoryBufferCreateInfo ext{};
+  ext.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
+  ext.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;
+  VkBufferCreateInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  bi.pNext = &ext;
+  bi.size = size;
+  bi.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkBuffer b = VK_NULL_HANDLE;
+  check(vkCreateBuffer(dev, &bi, nullptr, &b), "vkCreateBuffer");
+  return b;
+}
+
+}  // namespace
+
+KILN_DECL std::string context_state::peer_refusal(const context_state& to) const {
+  const auto off = [](const context_state& c) {
+    return c.name() + " has copies through shared memory turned off (vulkan::options::external_memory, "
+                      "KILN_VULKAN_EXTERNAL_MEMORY)";
+  };
+  const auto cannot = [](const context_state& c) {
+    return c.info_.label() + " cannot export and import memory as opaque fds (VK_KHR_external_memory_fd)";
+  };
+  if (&to == this) return "the same context";
+  if (!info_.external_memory_fd) return cannot(*this);
+  if (!to.info_.external_memory_fd) return cannot(to);
+  if (!external_memory_) return off(*this);
+  if (!to.external_memory_) return off(to);
+  if (info_.device_uuid != to.info_.device_uuid || info_.driver_uuid != to.info_.driver_uuid) {
+    return info_.label() + " and " + to.info_.label() +
+           " differ in deviceUUID or driverUUID: opaque fd memory is shared only within one device and driver";
+  }
+  std::lock_guard lock(links_mutex_);
+  if (auto it = link_failures_.find(to.serial_); it != link_failures_.end()) return it->second;
+  return {};
+}
+
+KILN_DECL std::shared_ptr<peer_link> context_state::make_link(context_state& to, VkDeviceSize size) {
+  auto link = std::make_shared<peer_link>();
+  link->size = size;
+  int fd = -1;
+  {
+    std::lock_guard lock(mutex_);
+    ensure_alive();
+    peer_link::side& d = link->send;
+    try {
+      d.buffer = external_buffer(device_.dev, size);
+      VkMemoryRequirements req{};
+      vkGetBufferMemoryRequirements(device_.dev, d.buffer, &req);
+      // device-local memory where the buffer may live there (tensor memory first)
+      std::optional<std::uint32_t> type;
+      if (req.memoryTypeBits >> tensor_type_ & 1u) type = tensor_type_;
+      for (std::uint32_t i = 0; !type && i < info_.memory_types.size(); ++i) {
+        if ((req.memoryTypeBits >> i & 1u) && info_.memory_types[i].device_local) type = i;
+      }
+      for (std::uint32_t i = 0; !type && i < info_.memory_types.size(); ++i) {
+        if (req.memoryTypeBits >> i & 1u) type = i;
+      }
+      if (!type) throw device_error("kiln::vulkan: " + info_.label() + " offers no memory type for an exportable buffer");
+      link->memory_type = *type;
+      VkMemoryDedicatedAllocateInfo ded{};
+      ded.sType = VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO;
+      ded.buffer = d.buffer;
+      VkExportMemoryAllocateInfo ex{};
+      ex.sType = VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO;
+      ex.pNext = &ded;
+      ex.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;
+      VkMemoryAllocateInfo ai{};
+      ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+      ai.pNext = &ex;
+      ai.allocationSize = req.size;
+      ai.memoryTypeIndex = *type;
+      const VkResult r = fault_injection::fail(fault_injection::memory_allocation)
+                             ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                             : vkAllocateMemory(device_.dev, &ai, nullptr, &d.memory);
+      check(r, "vkAllocateMemory (exportable)");
+      check(vkBindBufferMemory(device_.dev, d.buffer, d.memory, 0), "vkBindBufferMemory");
+      VkMemoryGetFdInfoKHR gi{};
+      gi.sType = VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR;
+      gi.memory = d.memory;
+      gi.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;
+      check(get_memory_fd_(device_.dev, &gi, &fd), "vkGetMemoryFdKHR");
+    } catch (...) {
+      destroy_side(d);
+      throw;
+    }
+  }
+  try {
+    to.import_side(link, fd);  // takes fd, whatever happens
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    destroy_side(link->send);
+    throw;
+  }
+  std::lock_guard lock(mutex_);
+  ++peer_stats_.links;
+  peer_stats_.link_bytes += static_cast<std::size_t>(size);
+  return link;
+}
+
+KILN_DECL void context_state::import_side(const std::shared_ptr<peer_link>& link, int fd) {
+  std::unique_lock lock(mutex_, std::defer_lock);
+  peer_link::side& d = link->receive;
+  try {
+    lock.lock();
+    ensure_alive();
+    sweep_links_locked();
+    links_in_.reserve(links_in_.size() + 1);
+    d.buffer = external_buffer(device_.dev, link->size);
+    VkMemoryRequirements req{};
+    vkGetBufferMemoryRequirements(device_.dev, d.buffer, &req);
+    if (!(req.memoryTypeBits >> link->memory_type & 1u) || req.size > link->size) {
+      throw device_error("kiln::vulkan: " + info_.label() + " cannot place the shared buffer in memory type " +
+                         std::to_string(link->memory_type) + ", where the sender allocated it");
+    }
+    // An opaque fd import names the payload's own size and memory type (and, being a
+    // dedicated allocation, a dedicated buffer).
+    VkMemoryDedicatedAllocateInfo ded{};
+    ded.sType = VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO;
+    ded.buffer = d.buffer;
+    VkImportMemoryFdInfoKHR im{};
+    im.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR;
+    im.pNext = &ded;
+    im.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;
+    im.fd = fd;
+    VkMemoryAllocateInfo ai{};
+    ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    ai.pNext = &im;
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = link->memory_type;
+    const VkResult r = vkAllocateMemory(device_.dev, &ai, nullptr, &d.memory);
+    check(r, "vkAllocateMemory (import)");
+    fd = -1;  // a successful import owns the fd
+    check(vkBindBufferMemory(device_.dev, d.buffer, d.memory, 0), "vkBindBufferMemory");
+    links_in_.push_back(link);
+    ++peer_stats_.links;
+    peer_stats_.link_bytes += static_cast<std::size_t>(link->size);
+  } catch (...) {
+#if !defined(_WIN32)
+    if (fd >= 0) ::close(fd);
+#endif
+    if (lock.owns_lock()) destroy_side(d);
+    throw;
+  }
+}
+
+KILN_DECL void context_state::destroy_side(peer_link::side& d) noexcept {
+  if (!device_.dev) return;
+  if (d.buffer) vkDestroyBuffer(device_.dev, d.buffer, nullptr);
+  if (d.memory) vkFreeMemory(device_.dev, d.memory, nullptr);
+  d.buffer = VK_NULL_HANDLE;
+  d.memory = VK_NULL_HANDLE;
+}
+
+KILN_DECL void context_state::sweep_links_locked() noexcept {
+  std::erase_if(links_in_, [&](const std::shared_ptr<peer_link>& l) {
+    if (!l->dead || l->receive.access.last_use() > seq_->completed()) return false;
+    if (l->receive.memory) {
+      --peer_stats_.links;
+      peer_stats_.link_bytes -= static_cast<std::size_t>(l->size);
+    }
+    destroy_side(l->receive);
+    return true;
+  });
+}
+
+KILN_DECL std::shared_ptr<peer_link> context_state::link_to(context_state& to, std::size_t bytes) {
+  if (link_failures_.count(to.serial_)) return nullptr;
+  // twice the copy (two halves), rounded up to a power of two, within the cap and the device's limits
+  const std::uint64_t limit = std::min<std::uint64_t>({peer_buffer_size_, info_.max_allocation_size,
+                                                       info_.max_buffer_size, to.info_.max_allocation_size,
+                                                       to.info_.max_buffer_size});
+  const std::uint64_t cap = std::max<std::uint64_t>(std::bit_floor(limit), std::uint64_t(1) << 20);
+  const std::uint64_t want = std::clamp<std::uint64_t>(std::bit_ceil(std::uint64_t(bytes) * 2), 1u << 20, cap);
+  std::shared_ptr<peer_link> old;
+  if (auto it = links_out_.find(to.serial_); it != links_out_.end()) {
+    if (!it->second->dead && it->second->size >= want) return it->second;
+    old = std::move(it->second);
+    links_out_.erase(it);
+  }
+  if (old) {  // too small (or the receiver let go): both sides go once their copies are done
+    std::lock_guard lk(old->mutex);
+    for (const std::uint64_t v : old->received) {
+      if (v) to.wait(v);
+    }
+    old->dead = true;
+    std::lock_guard lock(mutex_);
+    if (old->send.memory) {
+      --peer_stats_.links;
+      peer_stats_.link_bytes -= static_cast<std::size_t>(old->size);
+    }
+    destroy_side(old->send);
+  }
+  try {
+    auto link = make_link(to, want);
+    links_out_.emplace(to.serial_, link);
+    return link;
+  } catch (const device_error& e) {
+    if (lost_ || to.lost_) throw;
+    link_failures_.emplace(to.serial_, std::string("sharing memory with ") + to.name() + " failed: " + e.what());
+    return nullptr;
+  }
+}
+
+KILN_DECL void context_state::send_half(peer_link& link, int h, const allocation& a, access_state& s,
+                                        std::size_t offset, std::size_t n) {
+  std::unique_lock lock(mutex_);
+  ensure_alive();
+  const VkDeviceSize half = link.size / 2, at = half * static_cast<VkDeviceSize>(h);
+  peer_link::side& d = link.send;
+  const std::uint32_t family = info_.compute_queue_family;
+  fatal_on_failure([&] {
+    const buffer_access uses[2] = {{&s, false}, {&d.access, true}};
+    VkCommandBuffer cb = seq_->begin_command(uses);
+    if (d.released[h]) ownership_barrier(cb, d.buffer, at, half, VK_QUEUE_FAMILY_EXTERNAL, family, 0, VK_ACCESS_TRANSFER_WRITE_BIT);
+    const VkBufferCopy c{a.offset + offset, at, n};
+    vkCmdCopyBuffer(cb, a.buffer(), d.buffer, 1, &c);
+    ownership_barrier(cb, d.buffer, at, half, family, VK_QUEUE_FAMILY_EXTERNAL, VK_ACCESS_TRANSFER_WRITE_BIT, 0);
+    seq_->count_transfer();
+  });
+  d.released[h] = true;
+  const std::uint64_t v = seq_->recording_value();
+  submit_locked();
+  wait_locked(lock, v);
+}
+
+KILN_DECL std::uint64_t context_state::receive_half(peer_link& link, int h, const allocation& b, access_state& bs,
+                                                    std::size_t b_offset, std::size_t n) {
+  std::lock_guard lock(mutex_);
+  ensure_alive();
+  const VkDeviceSize half = link.size / 2, at = half * static_cast<VkDeviceSize>(h);
+  peer_link::side& d = link.receive;
+  const std::uint32_t family = info_.compute_queue_family;
+  fatal_on_failure([&] {
+    const buffer_access uses[2] = {{&d.access, false}, {&bs, true}};
+    VkCommandBuffer cb = seq_->begin_command(uses);
+    ownership_barrier(cb, d.buffer, at, half, VK_QUEUE_FAMILY_EXTERNAL, family, 0, VK_ACCESS_TRANSFER_READ_BIT);
+    const VkBufferCopy c{at, b.offset + b_offset, n};
+    vkCmdCopyBuffer(cb, d.buffer, b.buffer(), 1, &c);
+    // handed back, so that the sender's next copy into the half acquires what it released
+    ownership_barrier(cb, d.buffer, at, half, family, VK_QUEUE_FAMILY_EXTERNAL, 0, 0);
+    seq_->count_transfer();
+  });
+  d.released[h] = true;
+  const std::uint64_t v = seq_->recording_value();
+  submit_locked();
+  return v;
+}
+
+KILN_DECL bool context_state::copy_to_peer(const allocation& a, access_state& s, std::size_t offset,
+                                           context_state& to, const allocation& b, access_state& bs,
+                                           std::size_t b_offset, std::size_t bytes) {
+  if (!peer_refusal(to).empty()) return false;
+  std::shared_ptr<peer_link> link;
+  std::unique_lock<std::mutex> lk;
+  do {  // a link replaced (grown by another thread's copy) between the look-up and the lock is dead
+    {
+      std::lock_guard links(links_mutex_);
+      link = link_to(to, bytes);
+    }
+    if (!link) return false;
+    lk = std::unique_lock(link->mutex);
+  } while (link->dead);
+  const std::size_t half = static_cast<std::size_t>(link->size / 2);
+  int h = 0;
+  for (std::size_t done = 0; done < bytes; done += half, h ^= 1) {
+    const std::size_t n = std::min(half, bytes - done);
+    if (link->received[h]) to.wait(link->received[h]);  // the receiver has read what the half held
+    send_half(*link, h, a, s, offset + done, n);
+    link->received[h] = to.receive_half(*link, h, b, bs, b_offset + done, n);
+  }
+  std::lock_guard lock(to.mutex_);
+  ++to.peer_stats_.external_copies;
+  to.peer_stats_.external_bytes += bytes;
+  return true;
+}
+
+KILN_DECL void context_state::count_staged(std::size_t bytes) noexcept {
+  std::lock_guard lock(mutex_);
+  ++peer_stats_.staged_copies;
+  peer_stats_.staged_bytes += bytes;
+}
+
+KILN_DECL peer_stats context_state::peers() const {
+  std::lock_guard lock(mutex_);
+  ensure_alive();
+  return peer_stats_;
 }
 
 KILN_DECL storage::storage(std::shared_ptr<context_state> c, std::size_t bytes)

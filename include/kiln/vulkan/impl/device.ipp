@@ -411,6 +411,24 @@ KILN_DECL device_info describe(VkPhysicalDevice pd, int index, VkInstance inst) 
     d.f32_nan_preserve = p12.shaderSignedZeroInfNanPreserveFloat32 == VK_TRUE;
     d.f32_denorm_preserve = p12.shaderDenormPreserveFloat32 == VK_TRUE;
     d.driver_id = static_cast<std::uint32_t>(p12.driverID);
+    std::copy(std::begin(p11.deviceUUID), std::end(p11.deviceUUID), d.device_uuid.begin());
+    std::copy(std::begin(p11.driverUUID), std::end(p11.driverUUID), d.driver_uuid.begin());
+#if !defined(_WIN32)
+    // Cross-context copies through shared memory (context_state::copy_to_peer): opaque fd
+    // handles of dedicated transfer buffers, exported by one context and imported by the other.
+    if (has_ext(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME)) {
+      VkPhysicalDeviceExternalBufferInfo bi{};
+      bi.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO;
+      bi.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+      bi.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;
+      VkExternalBufferProperties ep{};
+      ep.sType = VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES;
+      vkGetPhysicalDeviceExternalBufferProperties(pd, &bi, &ep);
+      const auto f = ep.externalMemoryProperties.externalMemoryFeatures;
+      d.external_memory_fd = (f & VK_EXTERNAL_MEMORY_FEATURE_EXPORTABLE_BIT) && (f & VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT) &&
+                             (ep.externalMemoryProperties.compatibleHandleTypes & VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT);
+    }
+#endif
     d.driver_name = p12.driverName;
     d.driver_info = p12.driverInfo;
 
