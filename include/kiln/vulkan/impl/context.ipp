@@ -999,6 +999,20 @@ KILN_DECL std::shared_ptr<peer_link> context_state::link_to(context_state& to, s
                                                        to.info_.max_buffer_size});
   const std::uint64_t cap = std::max<std::uint64_t>(std::bit_floor(limit), std::uint64_t(1) << 20);
   const std::uint64_t want = std::clamp<std::uint64_t>(std::bit_ceil(std::uint64_t(bytes) * 2), 1u << 20, cap);
+  // Links to receivers that are gone: the sender's side is idle (each send is waited for).
+  for (auto it = links_out_.begin(); it != links_out_.end();) {
+    if (!it->second->dead || it->first == to.serial_) {
+      ++it;
+      continue;
+    }
+    std::lock_guard lock(mutex_);
+    if (it->second->send.memory) {
+      --peer_stats_.links;
+      peer_stats_.link_bytes -= static_cast<std::size_t>(it->second->size);
+    }
+    destroy_side(it->second->send);
+    it = links_out_.erase(it);
+  }
   std::shared_ptr<peer_link> old;
   if (auto it = links_out_.find(to.serial_); it != links_out_.end()) {
     if (!it->second->dead && it->second->size >= want) return it->second;
