@@ -7,6 +7,11 @@
 //                             + bind + free per buffer.
 //   BM_upload|download_256MiB host transfers (zero-copy where unified; staged variant) vs
 //                             host memcpy of the same size.
+//   BM_peer_copy/{external,host_staged}/<MiB>  kiln::copy_to from one context to another on
+//                             the same device, 1-64 MiB: through memory the two share
+//                             (VK_KHR_external_memory_fd) vs staged through the host
+//                             (options::external_memory = false), each until the copy is
+//                             complete on the receiver.
 // Figures read against ../shared/baselines.md (lavapipe section).
 #include <benchmark/benchmark.h>
 
@@ -229,6 +234,47 @@ void BM_memcpy_256MiB(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(transfer_bytes));
 }
 BENCHMARK(BM_memcpy_256MiB)->Name("BM_memcpy_256MiB/host")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// Contexts for the copies between contexts: a pair with shared memory allowed, a pair without.
+kiln::context<kiln::vulkan>* peer(int i, bool external) {
+  static std::unique_ptr<kiln::context<kiln::vulkan>> slots[2][2];
+  auto& slot = slots[external ? 1 : 0][i];
+  if (!slot && kiln::vulkan::available()) {
+    kiln::vulkan::options o;
+    o.external_memory = external;
+    slot = std::make_unique<kiln::context<kiln::vulkan>>(o);
+  }
+  return slot.get();
+}
+
+template <bool external>
+void BM_peer_copy(benchmark::State& state) {
+  const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
+  auto* a = peer(0, external);
+  auto* b = peer(1, external);
+  if (!a || !b) return state.SkipWithError("no Vulkan device");
+  if (const auto why = kiln::vulkan::peer_refusal(*a, *b); external && !why.empty()) {
+    return state.SkipWithError(why.c_str());
+  }
+  auto t = kiln::empty<float>(*a, {static_cast<kiln::index_t>(bytes / sizeof(float))});
+  t = 1.0f;
+  a->synchronize();
+  {
+    const auto warm = kiln::copy_to(*b, t);  // the shared buffer made, the pools warm
+    b->synchronize();
+  }
+  const auto before = kiln::vulkan::peers(*b);
+  for (auto _ : state) {
+    const auto u = kiln::copy_to(*b, t);
+    b->synchronize();
+  }
+  const auto after = kiln::vulkan::peers(*b);
+  const auto ran = external ? after.external_copies - before.external_copies : after.staged_copies - before.staged_copies;
+  if (ran != static_cast<std::uint64_t>(state.iterations())) return state.SkipWithError("the copies took the other path");
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
+}
+BENCHMARK(BM_peer_copy<true>)->Name("BM_peer_copy/external")->Arg(1)->Arg(4)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_peer_copy<false>)->Name("BM_peer_copy/host_staged")->Arg(1)->Arg(4)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
