@@ -2,8 +2,9 @@
 // (a pipeline split): layers [0, a) on the first context, [a, b) on the second, ...; the
 // embedding on the first stage, the final norm and the LM head on the last, each layer's
 // weights and KV cache on its stage's context. Between stages the hidden state [n, H] is
-// copied from one context to the next (kiln::copy_to, staged through the host), once per
-// stage boundary per forward step. The decoders (llama.hpp, bitnet.hpp) take a
+// copied from one context to the next (kiln::copy_to: device to device through memory the
+// two Vulkan contexts share where their devices allow it, else staged through the host),
+// once per stage boundary per forward step. The decoders (llama.hpp, bitnet.hpp) take a
 // pipeline<B> as they take a tensor_parallel<B>, and run their one layer loop stage by
 // stage through placement<B>::run.
 //
@@ -106,8 +107,8 @@ class placement {
   const context<B>& last() const noexcept { return stages_.back().ctx; }
 
   /// Runs body(ctx, first, end) for each stage in order, h [n, H] (the hidden state)
-  /// moved onto the stage's context before it (a host-staged copy where the context
-  /// changes); afterwards h is on the last stage's context.
+  /// moved onto the stage's context before it (kiln::copy_to where the context changes:
+  /// device to device or host-staged); afterwards h is on the last stage's context.
   template <class F>
   void run(tensor<float, B>& h, F&& body) const {
     for (const auto& s : stages_) {
