@@ -451,20 +451,35 @@ TEST(quant_cpu_paths, prefill_products_against_the_reference) {
   check_product<q::ternary, cpu>(24, 9, 257, {.per_row = true});
 }
 
-// The decode products (one row of x, one scale per weight row: cpu/quant/matvec.hpp where
-// the build has AVX-512 VNNI) against the reference: weight rows from 1 to 1000 (tiles of
-// 4 cut by the end, several tasks of rows), K with an odd last chunk or none, padding past
-// K (int4: one group a row), and K = 65600 (two segments of int32 sums).
+// The decode products (one row of x: cpu/quant/matvec.hpp where the build has AVX-512
+// VNNI, with one scale per weight row or per group) against the reference: weight rows
+// from 1 to 1000 (tiles of 4 cut by the end, several tasks of rows), K with an odd last
+// chunk or none, padding past K (int4: one group a row; K = 96 in groups of 32: half a
+// chunk), K = 65600 (two segments of int32 sums), and grouped rows over several blocks
+// of 16 scales with a partial last one (int4 g32: 512 weights a block, K = 1088 is 2 and
+// 2/16 blocks with an odd last chunk; int8 g32: 512 too, K = 1056; g64 and g128: 1024 and
+// 2048 a block for int4, as for int8 g64, 4096 for int8 g128).
 TEST(quant_cpu_paths, decode_products_against_the_reference) {
   using cpu = kiln::cpu<>;
   for (std::int64_t N : {1, 2, 3, 5, 261, 1000}) {
     check_product<q::int8, cpu>(1, N, 96);
     check_product<q::int4, cpu>(1, N, 64, {.group = 64});  // one group a row: one scale per row
     check_product<q::int4, cpu>(1, N, 128, {.group = 128});
+    check_product<q::int4, cpu>(1, N, 1088, {.group = 32});
+    check_product<q::int8, cpu>(1, N, 1056, {.group = 32});
     check_product<q::ternary, cpu>(1, N, 256, {.per_row = true});
     check_product<q::ternary, cpu>(1, N, 130);
   }
+  for (std::int64_t K : {96, 448, 2240, 4160}) {
+    check_product<q::int4, cpu>(1, 9, K, {.group = 32});
+    check_product<q::int4, cpu>(1, 9, K / 64 * 64, {.group = 64});
+    check_product<q::int8, cpu>(1, 9, K, {.group = 32});
+    check_product<q::int8, cpu>(1, 9, K / 64 * 64, {.group = 64});
+    check_product<q::int8, cpu>(1, 9, K / 128 * 128 + 128, {.group = 128});
+    check_product<q::int4, cpu>(1, 9, K / 128 * 128 + 128, {.group = 128});
+  }
   check_product<q::int8, cpu>(1, 7, 65600);
+  check_product<q::int4, cpu>(1, 7, 65600, {.group = 32});
   check_product<q::ternary, cpu>(1, 7, 65600, {.per_row = true});
 #if defined(KILN_QUANT_HAS_MATVEC512)
   auto& c = ctx<cpu>();
@@ -472,7 +487,8 @@ TEST(quant_cpu_paths, decode_products_against_the_reference) {
   const auto x1 = kiln::full(c, {1, 256}, 1.0f), x2 = kiln::full(c, {2, 256}, 1.0f);
   EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x1, kiln::quantize<q::ternary>(w))), "cpu.quant.matvec vnni512");
   EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x1, kiln::quantize<q::int8>(w))), "cpu.quant.matvec vnni512");
-  EXPECT_NE(kiln::kernel_variant(kiln::matmul(x1, kiln::quantize<q::int4>(w, {.group = 32}))), "cpu.quant.matvec vnni512");
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x1, kiln::quantize<q::int4>(w, {.group = 32}))), "cpu.quant.matvec vnni512");
+  EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x1, kiln::quantize<q::int8>(w, {.group = 128}))), "cpu.quant.matvec vnni512");
   EXPECT_NE(kiln::kernel_variant(kiln::matmul(x2, kiln::quantize<q::ternary>(w))), "cpu.quant.matvec vnni512");
 #endif
 }

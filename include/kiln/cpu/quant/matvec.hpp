@@ -1,6 +1,7 @@
 // kiln/cpu/quant/matvec.hpp — the decode kernel of the CPU quantized matmul (one row of
-// activations, one scale per weight row): 512-bit vpdpbusd over pairs of 32-byte chunks,
-// one accumulator per plane, the planes masked in place instead of shifted down.
+// activations; one scale per weight row, or per group: grouped_rows): 512-bit vpdpbusd
+// over pairs of 32-byte chunks, one accumulator per plane, the planes masked in place
+// instead of shifted down.
 //
 // dot.hpp's 1 x 4 tile unpacks each plane of a chunk with a shift and a mask into one
 // accumulator per weight row: at the BitNet 2B-4T shape (rows of 640 bytes) each row's
@@ -18,7 +19,12 @@
 // 26), int8 74 (was 33); from memory each tile fetches in software the rows of the tile
 // two ahead (without: about half the rate at 2 threads; one tile ahead, the BitNet 2B-4T
 // projections at 2 threads of a Zen 4 took 7-25% more time, 40-90% more under load from
-// other processes; three tiles about the same as two, four and six more).
+// other processes; three tiles about the same as two, four and six more), into the L2
+// (prefetcht1): into the L1 (prefetcht0) one Zen 4 core streamed int8 rows of K = 2048
+// and 5632 from memory at 15-17 GB/s, ternary rows of K = 2560 and 6912 at 12-15, and
+// 19-26 and 18-24 into the L2 (thread CPU time, interleaved builds): the L1's few
+// outstanding misses bound the stream.
+// Grouped scales (int8 and int4 in groups of 32-128): grouped_rows, below.
 // The stored codes' offset is taken back once per segment (offset * sum(x), dot.hpp's
 // segment_offsets), and a segment's int32 sum is exact, so the result equals dot.hpp's
 // bit for bit wherever that one's float lane sums are exact (|sums| < 2^24).
@@ -119,7 +125,7 @@ inline void sums(const std::uint8_t* w, index_t stride, const std::int8_t* xs, i
   for (index_t j = j0; j < j1; ++j) {
     if (pf) {
 #pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) _mm_prefetch(reinterpret_cast<const char*>(nx + (j * C + c) * 64), _MM_HINT_T0);
+      for (int c = 0; c < C; ++c) _mm_prefetch(reinterpret_cast<const char*>(nx + (j * C + c) * 64), _MM_HINT_T1);
     }
     __m512i xv[P];
 #pragma GCC unroll 4
@@ -186,7 +192,7 @@ inline void ternary_sums(const std::uint8_t* w, index_t stride, const std::int8_
       "1:\n\t"
       "testb %[pf], %[pf]\n\t"
       "jz 2f\n\t"
-      "prefetcht0 (%[nx])\n\t prefetcht0 64(%[nx])\n\t prefetcht0 128(%[nx])\n\t prefetcht0 192(%[nx])\n\t"
+      "prefetcht1 (%[nx])\n\t prefetcht1 64(%[nx])\n\t prefetcht1 128(%[nx])\n\t prefetcht1 192(%[nx])\n\t"
       "2:\n\t"
       "vmovdqu64 (%[x]), %%zmm28\n\t vmovdqu64 64(%[x]), %%zmm29\n\t"
       "vmovdqu64 128(%[x]), %%zmm30\n\t vmovdqu64 192(%[x]), %%zmm31\n\t"
@@ -261,6 +267,172 @@ void rows(const std::uint8_t* w, index_t row_bytes, index_t rows, const std::int
     }
     alignas(16) float v[C];
     _mm_store_ps(v, f);
+    if (rows < C) {
+      out[n0] = v[0];
+      n0 += 1 - C;  // the next row alone
+    } else {
+      for (index_t n = n0; n < std::min(rows, n0 + C); ++n) out[n] = v[n - first];
+    }
+  }
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Scales per group along K (int8 and int4 with groups of 32, 64 or 128 weights: the
+// decode step of an int4 g32 model). Each plane of a chunk pair (64 bytes of a row) is
+// one vpdpbusd as above, whose 16 int32 lanes hold two sub-vectors of 32 weights: lanes
+// 0-7 chunk 2j, lanes 8-15 chunk 2j + 1. Their sums start at the sub-vectors' offset
+// terms (arrange_offsets: -offset * sum(x) over the 32, in lanes 0 and 8, shared by the
+// tile's rows) and are converted to float at once, multiplied by their groups' scales
+// and added into one float accumulator per row and plane: the scale vector (lanes 0-7
+// the scale of the group of chunk 2j's sub-vector, lanes 8-15 chunk 2j + 1's) is one
+// vpermps of the 16 scales a row loads per block of 16 groups, with index vectors that
+// depend only on the pair's place in the block (scale_index). Per 64 bytes of a row and
+// plane: vpandd, vpdpbusd, vcvtdq2ps, vpermps, vfmadd, where dot.hpp's 256-bit tile
+// took a shift, a mask, the vpdpbusd, a conversion, a broadcast and a multiply-add per
+// 32 bytes. Plane p's codes are masked in place (2^(bits p) times its own), so its
+// accumulator is 2^(bits p) times the plane's share: an exact factor taken back at the
+// end. Each product of an int32 sum with its scale is rounded once, as in dot.hpp; the
+// additions run in another order (16 lanes, plane by plane).
+
+/// Sub-vectors of 32 weights per group: 1, 2 or 4.
+inline constexpr int max_gsub = 4;
+
+/// Chunk pairs per block of 16 groups (whole pairs for every scheme and gsub here).
+template <class Scheme>
+constexpr index_t block_pairs(index_t gsub) noexcept {
+  return 8 * gsub / planes<Scheme>;
+}
+
+/// The vpermps indices of pair jj of a block and plane p, at
+/// scale_index<Scheme>(gsub) + (jj * P + p) * 16: lanes 0-7 the group (from the block's
+/// first) of chunk 2jj's sub-vector p, lanes 8-15 of chunk 2jj + 1's.
+template <class Scheme>
+const std::int32_t* scale_index(index_t gsub) noexcept {
+  constexpr int P = planes<Scheme>;
+  constexpr index_t most = 8 * max_gsub / P;  // pairs of the largest block
+  struct table {
+    alignas(64) std::int32_t v[3][most * P * 16];
+  };
+  static const table t = [] {
+    table r{};
+    for (int k = 0; k < 3; ++k) {
+      const index_t gs = index_t(1) << k;
+      for (index_t jj = 0; jj < block_pairs<Scheme>(gs); ++jj)
+        for (int p = 0; p < P; ++p)
+          for (int l = 0; l < 16; ++l) r.v[k][(jj * P + p) * 16 + l] = std::int32_t(((2 * jj + l / 8) * P + p) / gs);
+    }
+    return r;
+  }();
+  return t.v[gsub == 1 ? 0 : gsub == 2 ? 1 : 2];
+}
+
+/// Int32 words of arrange_offsets' output for a row of `chunks` chunks.
+template <class Scheme>
+constexpr index_t offset_words(index_t chunks) noexcept {
+  return (chunks + 1) / 2 * planes<Scheme> * 16;
+}
+
+/// The starting sums of the grouped tiles: for chunk pair j and plane p, 16 int32 at
+/// dst + (j * P + p) * 16, lane 0 -offset * sum(x) over sub-vector p of chunk 2j times
+/// 2^(bits p) (the plane's codes are masked in place), lane 8 the same for chunk 2j + 1
+/// (0 past the last chunk), the other lanes 0.
+template <class Scheme>
+void arrange_offsets(const std::int8_t* x, index_t chunks, std::int32_t* dst) noexcept {
+  constexpr int P = planes<Scheme>;
+  std::memset(dst, 0, sizeof(std::int32_t) * std::size_t(offset_words<Scheme>(chunks)));
+  for (index_t c = 0; c < chunks; ++c) {
+    for (int p = 0; p < P; ++p) {
+      std::int32_t sum = 0;
+      for (int i = 0; i < 32; ++i) sum += x[c * Scheme::chunk + 32 * p + i];
+      const std::int32_t factor = P == 1 ? 1 : std::int32_t(1) << (Scheme::bits * p);
+      dst[((c / 2) * P + p) * 16 + (c % 2) * 8] = -Scheme::offset * sum * factor;
+    }
+  }
+}
+
+/// acc[c][p] += the scaled sums of C weight rows w + c * stride (scales sc + c * sstride,
+/// `groups` of them) over chunk pairs [j0, j1) of one block (its first group g0, index
+/// vectors ix) of xs / xo (Whole: 64 bytes a row; else the odd last chunk, 32); with pf,
+/// the rows of the tile ahead_tiles on are fetched line by line (nsc: their scales).
+template <class Scheme, bool Whole>
+inline void grouped_sums(const std::uint8_t* w, index_t stride, const __m512 (&sv)[C], const std::int8_t* xs,
+                         const std::int32_t* xo, const std::int32_t* ix, index_t j0, index_t j1, bool pf,
+                         __m512 (&acc)[C][planes<Scheme>]) noexcept {
+  constexpr int P = planes<Scheme>;
+  const std::uint8_t* const nx = w + ahead_tiles * C * stride;
+  for (index_t j = j0; j < j1; ++j, ix += P * 16) {
+    if (pf) {
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) _mm_prefetch(reinterpret_cast<const char*>(nx + c * stride + j * 64), _MM_HINT_T1);
+    }
+    __m512i xv[P], ov[P], iv[P];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) {
+      xv[p] = _mm512_loadu_si512(xs + (j * P + p) * 64);
+      ov[p] = _mm512_loadu_si512(xo + (j * P + p) * 16);
+      iv[p] = _mm512_load_si512(ix + p * 16);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      const std::uint8_t* const src = w + c * stride + j * 64;
+      __m512i v = Whole ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFull), src);
+      in_register(v);
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        const __m512i u = P == 1 ? v : _mm512_and_si512(v, _mm512_set1_epi8(char(((1 << Scheme::bits) - 1) << (Scheme::bits * p))));
+        const __m512 f = _mm512_cvtepi32_ps(dpbusd(ov[p], u, xv[p]));
+        acc[c][p] = _mm512_fmadd_ps(f, _mm512_permutexvar_ps(iv[p], sv[c]), acc[c][p]);
+      }
+    }
+  }
+}
+
+/// out[n] = sum over groups g of scale[n][g] * sum_{k in g} (code[n][k] - offset) * x[k]
+/// for the `rows` weight rows from w (row_bytes apart, chunks * 32 bytes each) with
+/// `groups` scales a row (sstride apart) of gsub sub-vectors each (1, 2 or 4), C rows at a
+/// time as rows() does: xs from arrange(), xo from arrange_offsets(). Fetches ahead as
+/// rows() does (the scales too), up to row `rows + ahead`.
+template <class Scheme>
+void grouped_rows(const std::uint8_t* w, index_t row_bytes, index_t rows, const float* scales, index_t sstride,
+                  index_t groups, index_t gsub, const std::int8_t* xs, const std::int32_t* xo, index_t chunks,
+                  float* out, index_t ahead = 0) noexcept {
+  constexpr int P = planes<Scheme>;
+  const index_t bp = block_pairs<Scheme>(gsub);
+  const std::int32_t* const index = scale_index<Scheme>(gsub);
+  const index_t pairs = chunks / 2, all = (chunks + 1) / 2;
+  for (index_t n0 = 0; n0 < rows; n0 += C) {
+    const index_t first = rows < C ? n0 : std::min(n0, rows - C);
+    const index_t stride = rows < C ? 0 : row_bytes, sc_stride = rows < C ? 0 : sstride;
+    const bool pf = rows >= C && n0 + (ahead_tiles + 1) * C <= rows + ahead;
+    const std::uint8_t* const wt = w + first * row_bytes;
+    const float* const st = scales + first * sstride;
+    __m512 acc[C][P];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c)
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) acc[c][p] = _mm512_setzero_ps();
+    for (index_t j0 = 0, g0 = 0; j0 < all; j0 += bp, g0 += 16) {
+      const index_t left = groups - g0;
+      const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+      __m512 sv[C];
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        sv[c] = _mm512_maskz_loadu_ps(m, st + c * sc_stride + g0);
+        if (pf) _mm_prefetch(reinterpret_cast<const char*>(st + (ahead_tiles * C + c) * sc_stride + g0), _MM_HINT_T1);
+      }
+      const index_t j1 = std::min(all, j0 + bp), jw = std::min(j1, pairs);
+      if (jw > j0) grouped_sums<Scheme, true>(wt, stride, sv, xs, xo, index, j0, jw, pf, acc);
+      if (j1 > jw) grouped_sums<Scheme, false>(wt, stride, sv, xs, xo, index + (jw - j0) * P * 16, jw, j1, pf, acc);
+    }
+    alignas(16) float v[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      __m512 a = acc[c][0];
+#pragma GCC unroll 2
+      for (int p = 1; p < P; ++p) a = _mm512_fmadd_ps(acc[c][p], _mm512_set1_ps(1.0f / float(1 << (Scheme::bits * p))), a);
+      v[c] = _mm512_reduce_add_ps(a);
+    }
     if (rows < C) {
       out[n0] = v[0];
       n0 += 1 - C;  // the next row alone

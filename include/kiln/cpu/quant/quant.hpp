@@ -149,11 +149,12 @@ constexpr bool use_panels(index_t M) noexcept {
 }
 
 /// Whether the product of M rows of x takes matvec.hpp's kernel with instruction set Isa:
-/// one row (the decode step) and one scale per weight row (gsub 0), where built.
+/// one row (the decode step), one scale per weight row (gsub 0) or per group of 32, 64 or
+/// 128 weights (gsub 1, 2, 4), where built.
 template <class Isa>
 constexpr bool use_matvec(index_t M, index_t gsub) noexcept {
 #if defined(KILN_QUANT_HAS_MATVEC512)
-  return std::is_same_v<Isa, isa_vnni> && M == 1 && gsub == 0;
+  return std::is_same_v<Isa, isa_vnni> && M == 1 && (gsub == 0 || gsub == 1 || gsub == 2 || gsub == 4);
 #else
   (void)M;
   (void)gsub;
@@ -278,7 +279,8 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
     const index_t K = s.op.layout.K;
     const index_t M = K > 0 ? s.input_shape.numel() / K : 0;
     if (cpu_quant::use_panels<Scheme, cpu_quant::isa_best>(M)) return "cpu.quant.gemm vnni512 panels";
-    if (cpu_quant::use_matvec<cpu_quant::isa_best>(M, s.op.layout.groups > 1 ? 1 : 0)) return "cpu.quant.matvec vnni512";
+    const quant_layout& l = s.op.layout;
+    if (cpu_quant::use_matvec<cpu_quant::isa_best>(M, l.groups > 1 ? l.group / 32 : 0)) return "cpu.quant.matvec vnni512";
     return std::string(M == 1 ? "cpu.quant.matvec " : "cpu.quant.gemm ") + cpu_quant::isa_best::name;
   }
 
@@ -392,10 +394,14 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
 
 #if defined(KILN_QUANT_HAS_MATVEC512)
     if (use_matvec<Isa>(M, gsub)) {
-      // 2''. one row of x, one scale per weight row: matvec.hpp's tiles, a task per
-      // matvec_task_rows weight rows
+      // 2''. one row of x: matvec.hpp's tiles, a task per matvec_task_rows weight rows
       std::unique_ptr<std::int8_t[]> xs(new std::int8_t[static_cast<std::size_t>(matvec::arranged_bytes<Scheme>(l.chunks))]);
       matvec::arrange<Scheme>(xq.get(), l.chunks, xs.get());
+      std::unique_ptr<std::int32_t[]> xa;  // grouped scales: the arranged offsets
+      if (gsub > 0) {
+        xa.reset(new std::int32_t[static_cast<std::size_t>(matvec::offset_words<Scheme>(l.chunks))]);
+        matvec::arrange_offsets<Scheme>(xq.get(), l.chunks, xa.get());
+      }
       const index_t tasks = (N + matvec_task_rows - 1) / matvec_task_rows;
       const double work = double(N) * double(K) * 0.03 + double(N) * double(row_bytes) * stream_byte_cost;
       const int threads = structural_threads(state, work, 1.0, tasks);
@@ -405,9 +411,15 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
         std::byte* mem = cpu_scheduler::scratch(sizeof(float) * std::size_t((nn + 15) / 16 * 16) + sizeof(R_t) * std::size_t(nn));
         float* o = reinterpret_cast<float*>(mem);
         R_t* res = reinterpret_cast<R_t*>(o + (nn + 15) / 16 * 16);
-        matvec::rows<Scheme>(wbytes + n0 * row_bytes, row_bytes, nn, xs.get(), l.chunks, xoff.get(), o);
         const float* sc = scales.data();
-        for (index_t n = 0; n < nn; ++n) res[n] = static_cast<R_t>(o[n] * sc[(n0 + n) * sstride] * s0);
+        if (gsub > 0) {
+          matvec::grouped_rows<Scheme>(wbytes + n0 * row_bytes, row_bytes, nn, sc + n0 * sstride, sstride, l.groups, gsub,
+                                       xs.get(), xa.get(), l.chunks, o);
+          for (index_t n = 0; n < nn; ++n) res[n] = static_cast<R_t>(o[n] * s0);
+        } else {
+          matvec::rows<Scheme>(wbytes + n0 * row_bytes, row_bytes, nn, xs.get(), l.chunks, xoff.get(), o);
+          for (index_t n = 0; n < nn; ++n) res[n] = static_cast<R_t>(o[n] * sc[(n0 + n) * sstride] * s0);
+        }
         if (direct) std::copy(res, res + nn, direct + n0);
         else io.store(n0, n1, res);
       });
