@@ -18,9 +18,12 @@
 // touch tensors). --weights / --lm-head keep the weights as examples/transformer does
 // (default f32 for Llama, a bf16 table for BitNet). A stop string is matched here on the
 // decoded text (the request is then cancelled and ends with "stop"); an end-of-sequence id
-// ends it in the engine and is left out of the text. A streaming client that goes away is
-// cancelled at its next write. Bad input is a 4xx with an OpenAI error object, a full
-// queue a 503 with Retry-After.
+// ends it in the engine and is left out of the text. A client that goes away is cancelled
+// within about 100 ms (its KV blocks back to the pool), streaming or not, waiting in the
+// queue or running: a streaming one at a failed write or when httplib's DataSink finds its
+// socket closed, a non-streaming one (which writes nothing until its answer is whole) when
+// its socket, looked at from the handler, is closed (connection_closed below). Bad input
+// is a 4xx with an OpenAI error object, a full queue a 503 with Retry-After.
 // SIGTERM or SIGINT: refuse new generation requests (503), let the running ones finish for
 // up to --grace seconds, cancel what is left, stop listening, join the worker, exit 0.
 // Tensor parallelism (a build with kiln::dist, MPI): `mpirun -np N serve MODEL_DIR --tp N
@@ -52,14 +55,17 @@
 
 #include "model_choice.hpp"  // the architecture and --weights / --lm-head dispatch (shared with transformer)
 #include "serve_page.hpp"    // the chat page at /
+#include <netdb.h>    // getnameinfo: a socket's address spelt as httplib spells it
+#include <poll.h>     // poll: whether a client's socket has something to read (its end)
 #include <pthread.h>  // pthread_sigmask: SIGTERM goes to the thread that waits for it
 #include <signal.h>
-#include <sys/socket.h>  // listen: a larger backlog than httplib's
+#include <sys/socket.h>  // listen: a larger backlog than httplib's; getpeername, recv(MSG_PEEK)
 #include <unistd.h>      // getpid
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -273,6 +279,88 @@ struct metrics {
 };
 
 // ---------------------------------------------------------------------------------------
+// Whether a client has gone away while its request runs. A streaming request finds out from
+// httplib's DataSink (a failed write, or is_writable(), which peeks at the socket); a
+// non-streaming one writes nothing until its answer is whole, so its handler looks at the
+// socket itself, as httplib does since 0.18.5 (Request::is_connection_closed, used when
+// present): 0.11 gives a handler no socket, so it is found by its two addresses.
+
+/// "ip", port of a socket address, as httplib writes Request::remote_addr and local_addr
+/// (getnameinfo, numeric host); false for what is not IPv4 or IPv6.
+bool address_of(const sockaddr_storage& a, socklen_t n, std::string& ip, int& port) {
+  if (a.ss_family == AF_INET) {
+    port = ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    port = ntohs(reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port);
+  } else {
+    return false;
+  }
+  std::array<char, NI_MAXHOST> host{};
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), n, host.data(), static_cast<socklen_t>(host.size()), nullptr, 0,
+                  NI_NUMERICHOST) != 0)
+    return false;
+  ip = host.data();
+  return true;
+}
+
+/// The socket of q's connection, or -1 when none or several match. The connection stays
+/// open while its handler runs (httplib closes it after the answer), so the descriptor
+/// found stays q's for the whole handler.
+int connection_socket(const httplib::Request& q) {
+  std::error_code ec;
+  int found = -1, matches = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) {
+    int fd = -1;
+    try {
+      fd = std::stoi(it->path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    sockaddr_storage a{};
+    socklen_t n = sizeof a;
+    std::string ip;
+    int port = -1;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &n) != 0 || !address_of(a, n, ip, port) || port != q.remote_port ||
+        ip != q.remote_addr)
+      continue;
+    n = sizeof a;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) != 0 || !address_of(a, n, ip, port) || port != q.local_port ||
+        ip != q.local_addr)
+      continue;
+    found = fd;
+    ++matches;
+  }
+  return matches == 1 ? found : -1;
+}
+
+/// Whether the peer of socket fd has closed or reset the connection, decided as httplib's
+/// is_socket_alive does: nothing to read is alive; bytes to read (a pipelined request) are
+/// alive; the end of the stream or an error is gone. Never blocks.
+bool socket_closed(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  const int ready = ::poll(&p, 1, 0);
+  if (ready == 0) return false;
+  if (ready < 0) return errno != EINTR && errno != EAGAIN && errno != ENOMEM;
+  char c;
+  const ssize_t got = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (got > 0) return false;
+  return got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/// A test for whether q's client has gone, to call while its handler runs (never after).
+/// Without a way to tell (no socket found), it says never.
+template <class Request>
+std::function<bool()> connection_closed(const Request& q) {
+  if constexpr (requires { q.is_connection_closed(); }) {
+    return [&q] { return q.is_connection_closed(); };
+  } else {
+    const int fd = connection_socket(q);
+    if (fd < 0) return [] { return false; };
+    return [fd] { return socket_closed(fd); };
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // A parsed completion request.
 
 struct job {
@@ -286,7 +374,8 @@ struct outcome {
   std::string text;
   std::vector<std::int32_t> ids;
   std::string finish = "length";
-  std::string error;  // a failed step's message
+  std::string error;        // a failed step's message
+  bool client_gone = false;  // the client went away first (the request was cancelled)
 };
 
 class server {
@@ -571,8 +660,11 @@ class server {
   }
 
   /// Reads s to its end: ids and text, stop strings, metrics. emit(text, ids) gets each
-  /// new piece; when it returns false (the client went away) the request is cancelled.
-  outcome consume(const job& j, serving::token_stream& s, const std::function<bool(const std::string&, std::span<const std::int32_t>)>& emit) {
+  /// new piece; when it returns false, or gone_away() returns true (asked at least every
+  /// 100 ms, tokens or not: the request may wait in the queue or in its prefill), the
+  /// client has gone and the request is cancelled.
+  outcome consume(const job& j, serving::token_stream& s, const std::function<bool(const std::string&, std::span<const std::int32_t>)>& emit,
+                  const std::function<bool()>& gone_away) {
     outcome o;
     std::optional<kiln::text::decode_stream> ds;
     if (tok_) ds.emplace(tok_->stream(true));
@@ -582,6 +674,10 @@ class server {
     while (!stopped && !gone) {
       s.wait_for(std::chrono::milliseconds(100));
       const bool done = s.finished();
+      if (!done && gone_away()) {
+        gone = true;
+        break;
+      }
       const auto ids = s.poll();
       if (!ids.empty()) {
         const auto now = clock_type::now();
@@ -620,6 +716,7 @@ class server {
     if (gone) {
       svc_.cancel(s.id());
       o.finish = "cancelled";
+      o.client_gone = true;
     } else if (stopped) {
       o.finish = "stop";
     } else {
@@ -709,7 +806,14 @@ class server {
     }
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(s->id());
     if (!j->stream) {
-      const outcome o = consume(*j, *s, [](const std::string&, std::span<const std::int32_t>) { return true; });
+      const outcome o = consume(*j, *s, [](const std::string&, std::span<const std::int32_t>) { return true; },
+                                connection_closed(q));
+      if (o.client_gone) {
+        // the client went away (consume cancelled the request): nobody reads this answer;
+        // 499, nginx's "client closed request", in the metrics
+        fail({499, "the client closed the connection before the answer was ready", "", "client_closed_request"});
+        return;
+      }
       if (o.finish == "error") {
         fail({500, "generation failed: " + o.error, "", "", "server_error"});
         return;
@@ -740,13 +844,13 @@ class server {
               first = false;
               broken = !send(c);
               return !broken;
-            });
+            }, [&] { return !sink.is_writable(); });  // httplib 0.11: select and a peek at the socket
           } catch (const std::exception& e) {  // the provider runs outside httplib's exception handler
             svc_.cancel(s->id());
             o.finish = "error";
             o.error = e.what();
           }
-          if (broken) return false;  // the client has gone (consume cancelled the request)
+          if (broken || o.client_gone) return false;  // the client has gone (consume cancelled the request)
           json last = envelope(*j, id, true);
           if (o.finish == "error") {
             last = error_body({500, "generation failed: " + o.error, "", "", "server_error"});
@@ -797,7 +901,7 @@ class server {
     gauge("kiln_batch_size", "sequences in the last step's batch", double(st.last.sequences));
     gauge("kiln_queue_length", "requests waiting for a place in the batch", double(svc_.queued()));
     gauge("kiln_requests_running", "requests admitted and not finished", double(svc_.active()));
-    gauge("kiln_kv_blocks_used", "paged KV cache blocks in use after the last step", double(st.last.kv_blocks_used));
+    gauge("kiln_kv_blocks_used", "paged KV cache blocks in use after the latest step", double(st.kv_blocks_used));
     gauge("kiln_kv_blocks_total", "paged KV cache blocks in the pool", double(svc_.kv_blocks()));
     gauge("kiln_step_seconds", "the last step's wall time", st.last.seconds);
     metrics_.ttft.write(o, "kiln_time_to_first_token_seconds", "time from submission to the first token");

@@ -18,6 +18,10 @@ tiny_llama: vocabulary 97, context 64) and the tokenizer written for it
     (scripts/serve_load.py) with valid, cancelled and malformed requests; /metrics' contents;
   - a model directory without tokenizer.json: ids served, a text prompt 400 naming the file;
   - a full queue: 503 with Retry-After; SIGTERM with a request in flight: it finishes, exit 0;
+  - clients that go away before their answer (a random Llama with a 4096 context from
+    scripts/make_random_llama.py, so that a request takes seconds): a non-streaming one
+    running, a non-streaming one and a streaming one waiting in the queue: each cancelled
+    within a bound, the KV blocks back to 0, the server still answering;
   - with --bitnet, the BitNet b1.58 fixture's greedy ids (example.transformer.bitnet_*'s).
 """
 import argparse
@@ -25,11 +29,13 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -431,6 +437,95 @@ def bare_server_checks(srv):
     check(rc == 0 and "SIGTERM" in err, "SIGTERM: exit %s\n%s" % (rc, err))
 
 
+def wait_metrics(srv, cond, seconds):
+    """/metrics once cond(metrics text) holds (then True), or the last one after `seconds`."""
+    deadline = time.time() + seconds
+    while True:
+        m = srv.metrics()
+        if cond(m):
+            return m, True
+        if time.time() > deadline:
+            return m, False
+        time.sleep(0.01)
+
+
+def open_completion(srv, body, reset=False):
+    """A socket that has sent a completion request and reads nothing; with reset, closing
+    it resets the connection (SO_LINGER 0) instead of ending it (FIN)."""
+    s = socket.create_connection((srv.host, srv.port), timeout=30)
+    if reset:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    data = json.dumps(body).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+              % (len(data), data))
+    return s
+
+
+def disconnect_checks(exe, backend, tmp):
+    """Clients that go away before their answer is whole, on a random Llama with a 4096
+    context at --max-batch 1: a non-streaming request running (4000 tokens: seconds on the
+    model below, milliseconds on the fixture), then a non-streaming and a streaming one
+    waiting behind it. Each closes its socket; each must be cancelled within 5 s (the server
+    looks every 100 ms), its KV blocks back to the pool, and the server must go on."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "make_random_llama.py")
+    model = os.path.join(tmp, "long_llama")
+    subprocess.run([sys.executable, script, model, "--hidden", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+                    "--ffn", "512", "--vocab", "512", "--context", "4096", "--seed", "1"], check=True, timeout=120)
+    srv = Server(exe, model, backend, "--max-batch", "1")
+    try:
+        long = {"prompt": [1, 2, 3], "max_tokens": 4000, "ignore_eos": True}
+        m0 = quiet(srv)
+        c0 = metric(m0, "kiln_engine_requests_cancelled_total")
+        g0 = metric(m0, "kiln_generation_tokens_total")
+        cancelled = lambda m, n: metric(m, "kiln_engine_requests_cancelled_total") - c0 >= n
+
+        running = open_completion(srv, long)  # FIN when closed
+        m, ok = wait_metrics(srv, lambda m: metric(m, "kiln_requests_running") == 1 and metric(m, "kiln_kv_blocks_used") > 0, 10)
+        check(ok, "disconnect: the long request never ran: %s" % m)
+        waiting = open_completion(srv, long, reset=True)
+        streaming = open_completion(srv, dict(long, stream=True))
+        m, ok = wait_metrics(srv, lambda m: metric(m, "kiln_queue_length") == 2, 10)
+        check(ok, "disconnect: two requests never waited: queue %s" % metric(m, "kiln_queue_length"))
+        got = streaming.recv(64)
+        check(got.startswith(b"HTTP/1.1 200"), "disconnect: a waiting stream's headers: %r" % got[:100])
+
+        # the waiting ones leave the queue
+        waiting.close()
+        streaming.close()
+        t = time.time()
+        m, ok = wait_metrics(srv, lambda m: cancelled(m, 2) and metric(m, "kiln_queue_length") == 0, 5)
+        check(ok, "disconnect: the waiting requests were not cancelled in %.1f s: cancelled %s, queue %s"
+              % (time.time() - t, metric(m, "kiln_engine_requests_cancelled_total") - c0, metric(m, "kiln_queue_length")))
+        check(metric(m, "kiln_requests_running") == 1, "disconnect: the running request ended with the waiting ones")
+
+        # the running one ends, its blocks back
+        running.close()
+        t = time.time()
+        m, ok = wait_metrics(srv, lambda m: cancelled(m, 3) and metric(m, "kiln_requests_running") == 0
+                             and metric(m, "kiln_kv_blocks_used") == 0, 5)
+        check(ok, "disconnect: the running non-streaming request was not cancelled in %.1f s: cancelled %s, running %s, "
+              "KV blocks %s" % (time.time() - t, metric(m, "kiln_engine_requests_cancelled_total") - c0,
+                                metric(m, "kiln_requests_running"), metric(m, "kiln_kv_blocks_used")))
+        check(metric(m, "kiln_generation_tokens_total") - g0 < 4000,
+              "disconnect: the running request generated to its end: %s tokens" % (metric(m, "kiln_generation_tokens_total") - g0))
+        check(re.search(r'^kiln_requests_total\{endpoint="/v1/completions",status="499"\} 2$', m, re.M) is not None,
+              "disconnect: the two non-streaming requests not counted as 499: %s" % re.findall(r"^kiln_requests_total.*$", m, re.M))
+        check(metric(m, "kiln_engine_requests_completed_total") == metric(m0, "kiln_engine_requests_completed_total"),
+              "disconnect: a request completed instead of being cancelled")
+
+        # and the server answers the next ones, streamed or not
+        r = completion(srv, prompt=[1, 2, 3], max_tokens=5, ignore_eos=True, return_token_ids=True)
+        check(len(r["choices"][0]["token_ids"]) == 5 and r["choices"][0]["finish_reason"] == "length",
+              "disconnect: the next request: %s" % r)
+        ev = srv.stream("/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 5, "ignore_eos": True, "return_token_ids": True})
+        check(ev and ev[-1] == "[DONE]" and sum(len(e["choices"][0]["token_ids"]) for e in ev[:-1]) == 5,
+              "disconnect: the next stream: %s" % ev[-2:])
+        rc, err = srv.terminate()
+        check(rc == 0, "disconnect: exit %s %s" % (rc, err))
+    finally:
+        srv.kill()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--server", required=True)
@@ -452,6 +547,11 @@ def main():
         bare_server_checks(bare)
     finally:
         bare.kill()
+    tmp = tempfile.mkdtemp(prefix="kiln_serve_test_")
+    try:
+        disconnect_checks(a.server, a.backend, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     if a.bitnet:  # the other architecture, and --weights on it refused
         bn = Server(a.server, a.bitnet, a.backend)
         try:

@@ -467,6 +467,7 @@ class engine {
     active_n_ = static_cast<index_t>(active_.size());
     st.active = active_n_;
     st.queued = static_cast<index_t>(waiting_.size());
+    stats_.kv_blocks_used = st.kv_blocks_used;
     if (st.sequences > 0) {
       ++stats_.steps;
       stats_.prompt_tokens += static_cast<std::uint64_t>(st.prefill_rows);

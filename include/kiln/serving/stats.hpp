@@ -33,6 +33,9 @@ struct engine_stats {
   std::uint64_t generated_tokens = 0;
   std::uint64_t steps = 0;             ///< steps that ran a batch
   step_stats last;                     ///< the last step that ran a batch
+  /// KV blocks in use after the latest step, one that ran no batch included (a step that
+  /// only ended cancelled requests gives their blocks back; `last` keeps its batch's count).
+  index_t kv_blocks_used = 0;
 };
 
 }  // namespace kiln::serving
