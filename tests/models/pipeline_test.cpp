@@ -6,7 +6,8 @@
 // fixture's bound all at once (prefill) and token by token on the KV caches (decode), and
 // equal to one context's (the same kernels on the same device: float rounding at most);
 // the weights, caches and logits on their stages' contexts; kiln::copy_to between contexts
-// and backends; every bad placement refused with a message naming it.
+// and backends (on Vulkan through memory the two contexts share, as the stages' copies,
+// and forced through the host); every bad placement refused with a message naming it.
 #include <gtest/gtest.h>
 
 #include <kiln/kiln.hpp>
@@ -38,6 +39,27 @@ template <class B>
 kiln::context<B>& second() {
   static kiln::context<B> c = kiln_test::new_context<B>();
   return c;
+}
+
+/// Copies into c from other contexts that went device to device through shared memory
+/// (Vulkan: kiln::vulkan::peers), else 0.
+template <class B>
+std::uint64_t external_copies(const kiln::context<B>& c) {
+#if defined(KILN_TEST_VULKAN)
+  if constexpr (std::is_same_v<B, kiln::vulkan>) return kiln::vulkan::peers(c).external_copies;
+#endif
+  (void)c;
+  return 0;
+}
+
+/// Whether copies from a to b go through shared memory (two lavapipe contexts do).
+template <class B>
+bool share_memory(const kiln::context<B>& a, const kiln::context<B>& b) {
+#if defined(KILN_TEST_VULKAN)
+  if constexpr (std::is_same_v<B, kiln::vulkan>) return kiln::vulkan::peer_refusal(a, b).empty();
+#endif
+  (void)a, (void)b;
+  return false;
 }
 
 template <class B>
@@ -99,7 +121,9 @@ TYPED_TEST(pipeline, llama_over_two_contexts) {
   EXPECT_TRUE(m.layers()[0].wqkv.blocks[0].context() == a);
   EXPECT_TRUE(m.layers()[1].wqkv.blocks[0].context() == b);
   EXPECT_FALSE(one.placement().split());
+  const auto before = external_copies(b);
   check_split(m, one, kiln_test::fixtures::llama());
+  if (share_memory(a, b)) EXPECT_GT(external_copies(b), before) << "the stages' copies went device to device";
 }
 
 TYPED_TEST(pipeline, bitnet_over_two_contexts_with_its_tied_head_on_the_last) {
@@ -194,6 +218,7 @@ TYPED_TEST(pipeline, bad_placements_are_refused) {
 TYPED_TEST(pipeline, copy_to_another_context_and_backend) {
   auto& a = kiln_test::ctx<TypeParam>();
   auto& b = second<TypeParam>();
+  const auto before = external_copies(b);
   std::vector<float> v(24);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * float(i) - 3.0f;
   const auto t = kiln::from_host(a, kiln::shape{4, 6}, std::span<const float>(v));
@@ -215,6 +240,23 @@ TYPED_TEST(pipeline, copy_to_another_context_and_backend) {
   const std::vector<std::int32_t> ids{3, 1, 4};
   EXPECT_EQ(kiln::copy_to(b, kiln::from_host(a, ids)).to_host(), ids);
   EXPECT_EQ(kiln::copy_to(b, kiln::empty<float>(a, {0, 3})).shape(), kiln::shape({0, 3}));
+  // the three non-empty copies from a to b went device to device where the two share memory
+  if (share_memory(a, b)) EXPECT_EQ(external_copies(b) - before, 3u);
+#if defined(KILN_TEST_VULKAN)
+  if constexpr (std::is_same_v<TypeParam, kiln::vulkan>) {
+    // the same copies forced through the host: a context that refuses shared memory
+    kiln::vulkan::options o;
+    o.validation = true;
+    o.external_memory = false;
+    kiln::context<kiln::vulkan> c{o};
+    EXPECT_FALSE(kiln::vulkan::peer_refusal(a, c).empty());
+    EXPECT_EQ(kiln::copy_to(c, t).to_host(), v);
+    EXPECT_EQ(kiln::copy_to(c, kiln::transpose(t, 0, 1)).to_host()[1], v[6]);
+    EXPECT_EQ(kiln::copy_to(a, kiln::copy_to(c, t)).to_host(), v);
+    EXPECT_EQ(kiln::vulkan::peers(c).staged_copies, 3u);
+    EXPECT_EQ(kiln::vulkan::peers(c).external_copies, 0u);
+  }
+#endif
   try {
     (void)kiln::copy_to(b, kiln::tensor<float, TypeParam>());
     ADD_FAILURE() << "no error for an empty tensor";
