@@ -4,7 +4,11 @@
 // against the float64 reference, as the exp test does for its lanes. 7, 16 and 29 rows take
 // the dot path's groups (of four rows on AVX-512, two on the others; a short last group)
 // against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
-// dot_max_rows() allows (48 on AVX2, 128 on AVX-512; 32 for f32). K = 1300 takes
+// dot_max_rows() allows (48 on AVX2, 128 on AVX-512; 32 for f32). 40 to 128 rows against
+// the transposed f32 weight take the transposed path (micro_t: the weight's rows read in
+// place, x's rows packed, the tile written transposed; edges of both, K = 1300 and 2100
+// two and three depth steps where x's panels fill half of a 1 MiB L2, with a prologue,
+// with an epilogue, and a batched x whose rows span two batches). K = 1300 takes
 // several depth steps (kc) on every instruction set; N = 300 splits the packed product's
 // columns between the threads; `* 2` takes the path with an epilogue. One row: a short K
 // takes its weight rows one after the other, a long K (3000) side by side, bf16 one after
@@ -36,7 +40,7 @@ void check_arch(const char* name) {
   kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
   auto g = kiln_test::rng();
   const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {130, 129, 257},
-                               {40, 70, 1300}, {100, 300, 1300}};
+                               {40, 70, 1300}, {100, 300, 1300}, {128, 37, 2100}};
   for (const auto& s : shapes) {
     const index_t M = s[0], N = s[1], K = s[2];
     const auto ha = kiln_test::uniform(g, std::size_t(M * K), -1.0f, 1.0f);
@@ -85,6 +89,26 @@ void check_arch(const char* name) {
                                                        kiln::kernel_variant(kiln::matmul(a, kiln::transpose(w))) + ")"));
     };
     (narrow(W16{}), ...);
+    if (M > 32 && M <= 128) {  // the transposed path: named, with an epilogue, x batched
+      EXPECT_NE(kiln::kernel_variant(kiln::matmul(a, kiln::transpose(bt))).find("transposed"), std::string::npos) << what;
+      kiln_test::reference rt = r;
+      for (std::size_t i = 0; i < rt.value.size(); ++i) {
+        rt.value[i] = rt.value[i] * 2 + 1;
+        rt.tol[i] = rt.tol[i] * 2 + 0x1p-22 * (std::fabs(rt.value[i]) + 1);  // + 1 rounded once more
+      }
+      yt = kiln::matmul(a, kiln::transpose(bt)) * 2.0f + 1.0f;
+      EXPECT_TRUE(kiln_test::close(yt.to_host(), rt, what + ", transpose(w) * 2 + 1"));
+      kiln_test::reference rp = r;  // a prologue on x: its rows evaluated as they are packed
+      for (std::size_t i = 0; i < rp.value.size(); ++i) rp.value[i] *= 2, rp.tol[i] *= 2;
+      yt = kiln::matmul(a * 2.0f, kiln::transpose(bt));
+      EXPECT_TRUE(kiln_test::close(yt.to_host(), rp, what + ", (x * 2) @ transpose(w)"));
+      if (M % 2 == 0) {
+        auto a2 = kiln::from_host(c, {2, M / 2, K}, std::span<const float>(ha));
+        kiln::tensor<float, kiln::cpu<Arch>> y2;
+        y2 = kiln::matmul(a2, kiln::transpose(bt));
+        EXPECT_TRUE(kiln_test::close(y2.to_host(), r, what + ", x [2, M/2, K], transpose(w)"));
+      }
+    }
     // with an epilogue: accumulated in a buffer, handed to it segment by segment
     kiln_test::reference r2 = r;
     for (std::size_t i = 0; i < r2.value.size(); ++i) r2.value[i] *= 2, r2.tol[i] *= 2;

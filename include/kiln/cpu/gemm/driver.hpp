@@ -10,6 +10,10 @@
 //   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
 //   rows_dot  N <= 4 (tall and skinny, a matrix times a vector): dot products of a's rows
 //           with b's few columns; a is read once and never packed.
+//   transposed  up to 128 rows against a k-contiguous f32 b (a prefill chunk against an
+//           nn.Linear weight): y^T = w x^T, w's rows read in place as the micro-kernel's
+//           A (micro_t), x's rows packed once as its B, the tile stored transposed; the
+//           weight is never packed (see transposed()).
 //   packed  everything else: BLIS-style, loops nc (columns) > kc (depth) > row blocks.
 //           Per (nc, kc) block, b is packed into NR-column panels (kc x nc floats in a
 //           quarter of the L3) and row blocks of a into MR-row panels (kc and the row
@@ -42,7 +46,7 @@
 namespace kiln::detail {
 namespace cpu_gemm {
 
-enum class path { zeros, dot, stream, rows_dot, packed };
+enum class path { zeros, dot, stream, rows_dot, transposed, packed };
 
 /// The most rows the dot path takes for weights of dtype BT on arch A. A few rows against a
 /// k-contiguous b (the decode step of a batch of sequences, a short prefill chunk) read b
@@ -67,6 +71,15 @@ constexpr index_t dot_max_rows() {
   return 32;
 }
 
+/// The most rows the transposed path takes (f32 weights read as their transpose). At 128
+/// rows the packed path spent 18% of its time packing the weight (an 8 MiB transpose per
+/// thread from memory at 7-9 GB/s, about memcpy speed on this machine, for 4.7 ms of
+/// arithmetic at q/o), which the transposed path does not do.
+template <class A>
+constexpr index_t transposed_max_rows() {
+  return 128;
+}
+
 /// The path for a product of `rows` rows with b (dtype BT) of strides brs along k, bcs
 /// along n.
 template <class A, class BT>
@@ -75,6 +88,7 @@ path choose_path(const matmul_dims& d, index_t rows, index_t brs, index_t bcs) {
   if (rows <= dot_max_rows<A, BT>() && (brs == 1 || d.K == 1)) return path::dot;
   if (rows <= tile<A>::MR && (bcs == 1 || d.N == 1)) return path::stream;
   if (d.N <= 4) return path::rows_dot;
+  if (std::is_same_v<BT, float> && brs == 1 && rows <= transposed_max_rows<A>()) return path::transposed;
   return path::packed;
 }
 
@@ -86,6 +100,7 @@ std::string path_name(path p) {
     case path::dot: return "cpu.gemm.dot";
     case path::stream: return "cpu.gemm.stream " + t;
     case path::rows_dot: return "cpu.gemm.rows_dot";
+    case path::transposed: return "cpu.gemm.transposed " + t;
     case path::packed: return "cpu.gemm.packed " + t;
   }
   return "cpu.gemm";
@@ -439,6 +454,58 @@ struct gemm {
     });
   }
 
+  /// Up to transposed_max_rows() rows against a k-contiguous f32 b (x @ w^T, w an
+  /// nn.Linear weight): y^T = w x^T, w's rows read in place as the micro-kernel's A
+  /// (micro_t: MR rows of w broadcast per k, each a sequential stream the hardware
+  /// prefetcher follows, reused from the L2 by every NR-row panel of x), x's rows packed
+  /// once (all of K, the threads a panel each) into NR-wide panels as its B. The threads
+  /// then split w's rows into four parts each (claimed in turn, so that a thread slowed
+  /// by other work holds up one part); a part runs its kc steps in order, a step's
+  /// panels of x (rows x kc floats) in half of the L2, and the tile of y is added to
+  /// (transposed) once per step. Measured at x [128, 2048] @ w^T, w [2048, 2048], 2
+  /// threads of a Zen 4 (thread CPU time, loaded machine): kc 256 / 512 / 1024 / 2048 at
+  /// 66-68% / 74-77% / 80% / 79-83% of the FMA loop.
+  void transposed(const problem& pr, int threads) const {
+    const index_t K_ = K(), N_ = N(), rows = pr.rows();
+    const index_t xpanels = ceil_div(rows, NR);
+    // a step's packed rows of x (rows x kc floats) in half of the L2
+    const index_t kc_max = std::clamp<index_t>(index_t(caches().l2 / 2 / sizeof(float)) / (xpanels * NR) / 16 * 16, 64, 2048);
+    const index_t steps = ceil_div(K_, kc_max), kc = ceil_div(K_, steps);
+    float* xpack = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(xpanels * NR * K_) * sizeof(float)));
+    cpu_loop::for_tasks(xpanels, std::min<int>(threads, int(xpanels)), [&](index_t q) {
+      const int nr = int(std::min<index_t>(NR, rows - q * NR));
+      float* tmp = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(nr * K_) * sizeof(float)));
+      const float* rp[NR];
+      for (int i = 0; i < nr; ++i) rp[i] = a_row(pr.r0 + q * NR + i, 0, K_, tmp + i * K_);
+      pack_rows_panel<A>(rp, nr, K_, xpack + q * NR * K_);
+    });
+    const float* b = op.b + pr.boff;
+    const index_t ldb = op.bcs;
+    const index_t wpanels = ceil_div(N_, MR);
+    const index_t parts = std::min<index_t>(wpanels, index_t(threads) * 4);
+    cpu_loop::for_tasks(parts, std::min<int>(threads, int(parts)), [&](index_t t) {
+      const index_t p0 = t * wpanels / parts, p1 = (t + 1) * wpanels / parts;
+      const index_t n0 = p0 * MR, n1 = std::min(N_, p1 * MR), w = n1 - n0;
+      float* c = direct ? direct + pr.r0 * N_ + n0
+                        : reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * w) * sizeof(float)));
+      const index_t ldc = direct ? N_ : w;
+      for (index_t s = 0; s < steps; ++s) {
+        const index_t k0 = s * kc, kcb = std::min(kc, K_ - k0);
+        for (index_t p = p0; p < p1; ++p) {
+          const index_t n = p * MR;
+          const int mr = int(std::min<index_t>(MR, N_ - n));
+          for (index_t q = 0; q < xpanels; ++q) {
+            const int nr = int(std::min<index_t>(NR, rows - q * NR));
+            micro_t<A>(kcb, b + n * ldb + k0, ldb, xpack + q * NR * K_ + k0 * NR, c + q * NR * ldc + (n - n0), ldc, s > 0, mr, nr);
+          }
+        }
+      }
+      if (!direct) {
+        for (index_t r = 0; r < rows; ++r) store_row(pr.r0 + r, n0, n1, c + r * ldc);
+      }
+    });
+  }
+
   /// BLIS-style blocked product (see the top of this file).
   void packed(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N();
@@ -641,6 +708,9 @@ struct gemm {
           case 3: rows_dot<3>(pr, threads); break;
           default: rows_dot<4>(pr, threads); break;
         }
+        break;
+      case path::transposed:
+        if constexpr (std::is_same_v<BT, float>) transposed(pr, threads);
         break;
       case path::packed: packed(pr, threads); break;
     }

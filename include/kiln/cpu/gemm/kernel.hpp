@@ -7,6 +7,9 @@
 // 12 accumulators + 2 B vectors + 1 broadcast), 12 x 2L on AVX-512's 32. B comes packed
 // (aligned, NR floats per k) or straight from memory (a row-major B of any float dtype,
 // converted in registers: the small-M path streams it unpacked).
+// micro_t(): the same tile with the roles turned, for x @ w^T with few rows of x: MR rows
+// of an f32 weight read in place as A, NR rows of x packed as B, the tile written to C
+// transposed (y^T = w x^T): the weight is never packed.
 // dot(): R rows of A times NB columns of a k-contiguous B (an nn.Linear weight read as
 // its transpose), vector lanes along k, summed across lanes at the end: the
 // matrix-vector path, which streams B once at memory speed. dot_one(): one row against
@@ -75,6 +78,61 @@ inline float vsum(const fvec<A>& v) noexcept {
   else return v;
 }
 
+/// Transposes the L x L square v (v[i] holds elements (i, 0 .. L)) in registers and hands
+/// each of its columns, (0 .. L, j), to put(j, vector): AVX-512 16 x 16, AVX2 8 x 8 with
+/// shuffles; other ISAs through a buffer.
+template <class A, class Put>
+inline void transpose_square(const fvec<A>* v, Put&& put) noexcept {
+  constexpr int L = tile<A>::L;
+  if constexpr (simd::is_avx512<A>) {
+    // pairs of rows interleaved, then quadruples: u[4q + j] holds, in 128-bit lane l,
+    // element 4l + j of rows 4q .. 4q + 3
+    __m512 u[16];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m512 lo0 = _mm512_unpacklo_ps(v[4 * q], v[4 * q + 1]), hi0 = _mm512_unpackhi_ps(v[4 * q], v[4 * q + 1]);
+      const __m512 lo1 = _mm512_unpacklo_ps(v[4 * q + 2], v[4 * q + 3]), hi1 = _mm512_unpackhi_ps(v[4 * q + 2], v[4 * q + 3]);
+      u[4 * q + 0] = _mm512_shuffle_ps(lo0, lo1, 0x44);
+      u[4 * q + 1] = _mm512_shuffle_ps(lo0, lo1, 0xEE);
+      u[4 * q + 2] = _mm512_shuffle_ps(hi0, hi1, 0x44);
+      u[4 * q + 3] = _mm512_shuffle_ps(hi0, hi1, 0xEE);
+    }
+    // lanes gathered across the quadruples: column 4l + j is lane l of u[j], u[4 + j], ...
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512 p0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), p1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+      const __m512 p2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), p3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+      put(j, _mm512_shuffle_f32x4(p0, p2, 0x88));
+      put(4 + j, _mm512_shuffle_f32x4(p1, p3, 0x88));
+      put(8 + j, _mm512_shuffle_f32x4(p0, p2, 0xDD));
+      put(12 + j, _mm512_shuffle_f32x4(p1, p3, 0xDD));
+    }
+  } else if constexpr (simd::is_avx2<A>) {
+    __m256 u[8];
+#pragma GCC unroll 2
+    for (int q = 0; q < 2; ++q) {
+      const __m256 lo0 = _mm256_unpacklo_ps(v[4 * q], v[4 * q + 1]), hi0 = _mm256_unpackhi_ps(v[4 * q], v[4 * q + 1]);
+      const __m256 lo1 = _mm256_unpacklo_ps(v[4 * q + 2], v[4 * q + 3]), hi1 = _mm256_unpackhi_ps(v[4 * q + 2], v[4 * q + 3]);
+      u[4 * q + 0] = _mm256_shuffle_ps(lo0, lo1, 0x44);
+      u[4 * q + 1] = _mm256_shuffle_ps(lo0, lo1, 0xEE);
+      u[4 * q + 2] = _mm256_shuffle_ps(hi0, hi1, 0x44);
+      u[4 * q + 3] = _mm256_shuffle_ps(hi0, hi1, 0xEE);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      put(j, _mm256_permute2f128_ps(u[j], u[4 + j], 0x20));
+      put(4 + j, _mm256_permute2f128_ps(u[j], u[4 + j], 0x31));
+    }
+  } else {
+    alignas(64) float in[L * L], col[L];
+    for (int i = 0; i < L; ++i) vstore<A>(in + i * L, v[i]);
+    for (int j = 0; j < L; ++j) {
+      for (int i = 0; i < L; ++i) col[i] = in[i * L + j];
+      put(j, vload_aligned<A>(col));
+    }
+  }
+}
+
 /// C[MR x NR] (row stride ldc) = (add ? C : 0) + A_panel x B_panel over kc steps.
 /// a: MR floats per k, aks apart (packed: MR; attention reads its transposed score tile
 /// in place with the tile's row length). b: NR elements per k, bks apart (packed: NR,
@@ -134,6 +192,73 @@ inline void micro_edge(index_t kc, const float* a, const U* b, index_t bks, floa
   micro<A, Packed>(kc, a, b, bks, t, T::NR, false);
   for (int i = 0; i < mr; ++i) {
     for (int j = 0; j < nr; ++j) c[i * ldc + j] = add ? c[i * ldc + j] + t[i * T::NR + j] : t[i * T::NR + j];
+  }
+}
+
+/// The transposed tile: C^T[MR x NR] = (add ? C^T : 0) + W_rows x B_panel over kc steps,
+/// for y = x w^T computed as y^T = w x^T. w: MR rows of an f32 weight read in place, k
+/// contiguous, lda apart (rows past mr repeat row mr - 1, so that nothing past the edge
+/// is read); b: an NR-wide panel of x's rows (packed, aligned, NR floats per k). Lane l
+/// of the accumulators of w's row i is output (j * L + l, i): the tile goes to C
+/// transposed, L x L squares in registers (AVX-512, AVX2), written for its first nr rows
+/// (x's rows) and mr columns (w's rows) only.
+template <class A>
+inline void micro_t(index_t kc, const float* __restrict w, index_t lda, const float* __restrict b, float* __restrict c,
+                    index_t ldc, bool add, int mr, int nr) noexcept {
+  using T = tile<A>;
+  using V = fvec<A>;
+  constexpr int L = T::L;
+  const float* wr[T::MR];
+#pragma GCC unroll 16
+  for (int i = 0; i < T::MR; ++i) wr[i] = w + (i < mr ? i : mr - 1) * lda;
+  V acc[T::MR][T::NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < T::MR; ++i) {
+#pragma GCC unroll 4
+    for (int j = 0; j < T::NV; ++j) acc[i][j] = vzero<A>();
+  }
+#pragma GCC unroll 4
+  for (index_t k = 0; k < kc; ++k) {
+    V bv[T::NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < T::NV; ++j) bv[j] = vload_aligned<A>(b + j * L);
+#pragma GCC unroll 16
+    for (int i = 0; i < T::MR; ++i) {
+      const V av = vbroadcast<A>(wr[i][k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < T::NV; ++j) acc[i][j] = vfma<A>(av, bv[j], acc[i][j]);
+    }
+    b += T::NR;
+  }
+  if constexpr ((simd::is_avx512<A> || simd::is_avx2<A>) && T::MR <= L) {
+#pragma GCC unroll 4
+    for (int j = 0; j < T::NV; ++j) {
+      V v[L];
+#pragma GCC unroll 16
+      for (int i = 0; i < L; ++i) v[i] = i < T::MR ? acc[i][j] : vzero<A>();
+      transpose_square<A>(v, [&](int l, const auto& x) {
+        if (j * L + l >= nr) return;
+        float* p = c + (j * L + l) * ldc;
+        if constexpr (simd::is_avx512<A>) {
+          const __mmask16 keep = __mmask16((1u << mr) - 1);
+          __m512 y = x;
+          if (add) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, p));
+          _mm512_mask_storeu_ps(p, keep, y);
+        } else {
+          alignas(32) float t[L];
+          _mm256_store_ps(t, x);
+          for (int i = 0; i < mr; ++i) p[i] = add ? p[i] + t[i] : t[i];
+        }
+      });
+    }
+  } else {
+    alignas(64) float t[T::MR * T::NR];
+    for (int i = 0; i < T::MR; ++i) {
+      for (int j = 0; j < T::NV; ++j) vstore<A>(t + i * T::NR + j * L, acc[i][j]);
+    }
+    for (int s = 0; s < nr; ++s) {
+      for (int i = 0; i < mr; ++i) c[s * ldc + i] = add ? c[s * ldc + i] + t[i * T::NR + s] : t[i * T::NR + s];
+    }
   }
 }
 

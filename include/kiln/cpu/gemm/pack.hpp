@@ -114,61 +114,6 @@ void pack_a_row(const float* row, int i, index_t kc, float* panel) noexcept {
   for (index_t k = 0; k < kc; ++k) panel[k * MR + i] = row[k];
 }
 
-/// Transposes the L x L square v (v[i] holds elements (i, 0 .. L)) in registers and hands
-/// each of its columns, (0 .. L, j), to put(j, vector): AVX-512 16 x 16, AVX2 8 x 8 with
-/// shuffles; other ISAs through a buffer.
-template <class A, class Put>
-inline void transpose_square(const fvec<A>* v, Put&& put) noexcept {
-  constexpr int L = tile<A>::L;
-  if constexpr (simd::is_avx512<A>) {
-    // pairs of rows interleaved, then quadruples: u[4q + j] holds, in 128-bit lane l,
-    // element 4l + j of rows 4q .. 4q + 3
-    __m512 u[16];
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      const __m512 lo0 = _mm512_unpacklo_ps(v[4 * q], v[4 * q + 1]), hi0 = _mm512_unpackhi_ps(v[4 * q], v[4 * q + 1]);
-      const __m512 lo1 = _mm512_unpacklo_ps(v[4 * q + 2], v[4 * q + 3]), hi1 = _mm512_unpackhi_ps(v[4 * q + 2], v[4 * q + 3]);
-      u[4 * q + 0] = _mm512_shuffle_ps(lo0, lo1, 0x44);
-      u[4 * q + 1] = _mm512_shuffle_ps(lo0, lo1, 0xEE);
-      u[4 * q + 2] = _mm512_shuffle_ps(hi0, hi1, 0x44);
-      u[4 * q + 3] = _mm512_shuffle_ps(hi0, hi1, 0xEE);
-    }
-    // lanes gathered across the quadruples: column 4l + j is lane l of u[j], u[4 + j], ...
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m512 p0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), p1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
-      const __m512 p2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), p3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
-      put(j, _mm512_shuffle_f32x4(p0, p2, 0x88));
-      put(4 + j, _mm512_shuffle_f32x4(p1, p3, 0x88));
-      put(8 + j, _mm512_shuffle_f32x4(p0, p2, 0xDD));
-      put(12 + j, _mm512_shuffle_f32x4(p1, p3, 0xDD));
-    }
-  } else if constexpr (simd::is_avx2<A>) {
-    __m256 u[8];
-#pragma GCC unroll 2
-    for (int q = 0; q < 2; ++q) {
-      const __m256 lo0 = _mm256_unpacklo_ps(v[4 * q], v[4 * q + 1]), hi0 = _mm256_unpackhi_ps(v[4 * q], v[4 * q + 1]);
-      const __m256 lo1 = _mm256_unpacklo_ps(v[4 * q + 2], v[4 * q + 3]), hi1 = _mm256_unpackhi_ps(v[4 * q + 2], v[4 * q + 3]);
-      u[4 * q + 0] = _mm256_shuffle_ps(lo0, lo1, 0x44);
-      u[4 * q + 1] = _mm256_shuffle_ps(lo0, lo1, 0xEE);
-      u[4 * q + 2] = _mm256_shuffle_ps(hi0, hi1, 0x44);
-      u[4 * q + 3] = _mm256_shuffle_ps(hi0, hi1, 0xEE);
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      put(j, _mm256_permute2f128_ps(u[j], u[4 + j], 0x20));
-      put(4 + j, _mm256_permute2f128_ps(u[j], u[4 + j], 0x31));
-    }
-  } else {
-    alignas(64) float in[L * L], col[L];
-    for (int i = 0; i < L; ++i) vstore<A>(in + i * L, v[i]);
-    for (int j = 0; j < L; ++j) {
-      for (int i = 0; i < L; ++i) col[i] = in[i * L + j];
-      put(j, vload_aligned<A>(col));
-    }
-  }
-}
-
 /// Packs `rows` rows (rows <= MR; row i's floats k < kc at r[i]) into the MR-row panel at
 /// panel, rows past them zero. With vectors, a square of L rows x L steps at a time is
 /// loaded row-wise and transposed in registers (AVX-512: 16 x 16, rows 12-15 zero; AVX2:
@@ -263,6 +208,30 @@ void pack_b_panel(const strided<U>& b, index_t K, index_t n0, index_t nr, float*
   }
   for (index_t k = 0; k < K; ++k) {
     for (index_t j = nr; j < NR; ++j) dst[k * NR + j] = 0.0f;
+  }
+}
+
+/// Packs `rows` rows (rows <= NR; row j's floats k < K at r[j]) into one NR-wide panel,
+/// NR floats per k (rows past them zero): x's rows as the B panel of micro_t(). L rows x L
+/// steps at a time, the square transposed in registers, as in pack_b_panel().
+template <class A>
+void pack_rows_panel(const float* const* r, int rows, index_t K, float* dst) noexcept {
+  constexpr int NR = tile<A>::NR;
+  index_t k0 = 0;
+  if constexpr (tile<A>::vector) {
+    constexpr int L = tile<A>::L;
+    for (; k0 + L <= K; k0 += L) {
+#pragma GCC unroll 1
+      for (int j0 = 0; j0 < NR; j0 += L) {
+        fvec<A> v[L];
+#pragma GCC unroll 16
+        for (int i = 0; i < L; ++i) v[i] = j0 + i < rows ? vload<A>(r[j0 + i] + k0) : vzero<A>();
+        transpose_square<A>(v, [&](int k, fvec<A> x) { vstore<A>(dst + (k0 + k) * NR + j0, x); });
+      }
+    }
+  }
+  for (int j = 0; j < NR; ++j) {
+    for (index_t k = k0; k < K; ++k) dst[k * NR + j] = j < rows ? r[j][k] : 0.0f;
   }
 }
 
