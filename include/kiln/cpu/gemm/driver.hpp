@@ -100,7 +100,7 @@ std::string path_name(path p) {
     case path::dot: return "cpu.gemm.dot";
     case path::stream: return "cpu.gemm.stream " + t;
     case path::rows_dot: return "cpu.gemm.rows_dot";
-    case path::transposed: return "cpu.gemm.transposed " + t;
+    case path::transposed: return "cpu.gemm.transposed " + std::to_string(tile_t<A>::MR) + "x" + std::to_string(tile_t<A>::NR);
     case path::packed: return "cpu.gemm.packed " + t;
   }
   return "cpu.gemm";
@@ -466,37 +466,38 @@ struct gemm {
   /// threads of a Zen 4 (thread CPU time, loaded machine): kc 256 / 512 / 1024 / 2048 at
   /// 66-68% / 74-77% / 80% / 79-83% of the FMA loop.
   void transposed(const problem& pr, int threads) const {
+    constexpr int MT = tile_t<A>::MR, NT = tile_t<A>::NR;
     const index_t K_ = K(), N_ = N(), rows = pr.rows();
-    const index_t xpanels = ceil_div(rows, NR);
+    const index_t xpanels = ceil_div(rows, NT);
     // a step's packed rows of x (rows x kc floats) in half of the L2
-    const index_t kc_max = std::clamp<index_t>(index_t(caches().l2 / 2 / sizeof(float)) / (xpanels * NR) / 16 * 16, 64, 2048);
+    const index_t kc_max = std::clamp<index_t>(index_t(caches().l2 / 2 / sizeof(float)) / (xpanels * NT) / 16 * 16, 64, 2048);
     const index_t steps = ceil_div(K_, kc_max), kc = ceil_div(K_, steps);
-    float* xpack = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(xpanels * NR * K_) * sizeof(float)));
+    float* xpack = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(xpanels * NT * K_) * sizeof(float)));
     cpu_loop::for_tasks(xpanels, std::min<int>(threads, int(xpanels)), [&](index_t q) {
-      const int nr = int(std::min<index_t>(NR, rows - q * NR));
+      const int nr = int(std::min<index_t>(NT, rows - q * NT));
       float* tmp = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(nr * K_) * sizeof(float)));
-      const float* rp[NR];
-      for (int i = 0; i < nr; ++i) rp[i] = a_row(pr.r0 + q * NR + i, 0, K_, tmp + i * K_);
-      pack_rows_panel<A>(rp, nr, K_, xpack + q * NR * K_);
+      const float* rp[NT];
+      for (int i = 0; i < nr; ++i) rp[i] = a_row(pr.r0 + q * NT + i, 0, K_, tmp + i * K_);
+      pack_rows_panel<A>(rp, nr, K_, xpack + q * NT * K_);
     });
     const float* b = op.b + pr.boff;
     const index_t ldb = op.bcs;
-    const index_t wpanels = ceil_div(N_, MR);
+    const index_t wpanels = ceil_div(N_, MT);
     const index_t parts = std::min<index_t>(wpanels, index_t(threads) * 4);
     cpu_loop::for_tasks(parts, std::min<int>(threads, int(parts)), [&](index_t t) {
       const index_t p0 = t * wpanels / parts, p1 = (t + 1) * wpanels / parts;
-      const index_t n0 = p0 * MR, n1 = std::min(N_, p1 * MR), w = n1 - n0;
+      const index_t n0 = p0 * MT, n1 = std::min(N_, p1 * MT), w = n1 - n0;
       float* c = direct ? direct + pr.r0 * N_ + n0
                         : reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * w) * sizeof(float)));
       const index_t ldc = direct ? N_ : w;
       for (index_t s = 0; s < steps; ++s) {
         const index_t k0 = s * kc, kcb = std::min(kc, K_ - k0);
         for (index_t p = p0; p < p1; ++p) {
-          const index_t n = p * MR;
-          const int mr = int(std::min<index_t>(MR, N_ - n));
+          const index_t n = p * MT;
+          const int mr = int(std::min<index_t>(MT, N_ - n));
           for (index_t q = 0; q < xpanels; ++q) {
-            const int nr = int(std::min<index_t>(NR, rows - q * NR));
-            micro_t<A>(kcb, b + n * ldb + k0, ldb, xpack + q * NR * K_ + k0 * NR, c + q * NR * ldc + (n - n0), ldc, s > 0, mr, nr);
+            const int nr = int(std::min<index_t>(NT, rows - q * NT));
+            micro_t<A>(kcb, b + n * ldb + k0, ldb, xpack + q * NT * K_ + k0 * NT, c + q * NT * ldc + (n - n0), ldc, s > 0, mr, nr);
           }
         }
       }

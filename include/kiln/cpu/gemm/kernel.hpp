@@ -7,9 +7,9 @@
 // 12 accumulators + 2 B vectors + 1 broadcast), 12 x 2L on AVX-512's 32. B comes packed
 // (aligned, NR floats per k) or straight from memory (a row-major B of any float dtype,
 // converted in registers: the small-M path streams it unpacked).
-// micro_t(): the same tile with the roles turned, for x @ w^T with few rows of x: MR rows
-// of an f32 weight read in place as A, NR rows of x packed as B, the tile written to C
-// transposed (y^T = w x^T): the weight is never packed.
+// micro_t(): the roles turned, for x @ w^T with few rows of x: rows of an f32 weight read
+// in place as A, rows of x packed as B, the tile written to C transposed (y^T = w x^T):
+// the weight is never packed. Its tile (tile_t) keeps the weight's rows within an L1 set.
 // dot(): R rows of A times NB columns of a k-contiguous B (an nn.Linear weight read as
 // its transpose), vector lanes along k, summed across lanes at the end: the
 // matrix-vector path, which streams B once at memory speed. dot_one(): one row against
@@ -195,17 +195,31 @@ inline void micro_edge(index_t kc, const float* a, const U* b, index_t bks, floa
   }
 }
 
+/// The register tile of micro_t() on arch A: MR rows of the weight (each broadcast per
+/// k), NR = NV vectors of x's rows. The weight's rows lie K floats apart, a multiple of
+/// 4 KiB for the usual K, so that the lines of all MR rows fall into one L1 set: 12 of
+/// them in the 8 ways of a Zen 4 L1 missed at every k (12 x 32 ran at 78% of the FMA loop
+/// at K = 2048 and 86% at K = 2064, one thread). AVX-512 takes 6 rows x 4 vectors (24
+/// accumulators, as many as 12 x 2), the other ISAs their tile<A> (6 rows or fewer).
+template <class A>
+struct tile_t {
+  static constexpr int L = tile<A>::L;
+  static constexpr int NV = simd::is_avx512<A> ? 4 : tile<A>::NV;
+  static constexpr int NR = L * NV;
+  static constexpr int MR = simd::is_avx512<A> ? 6 : tile<A>::MR;
+};
+
 /// The transposed tile: C^T[MR x NR] = (add ? C^T : 0) + W_rows x B_panel over kc steps,
 /// for y = x w^T computed as y^T = w x^T. w: MR rows of an f32 weight read in place, k
 /// contiguous, lda apart (rows past mr repeat row mr - 1, so that nothing past the edge
 /// is read); b: an NR-wide panel of x's rows (packed, aligned, NR floats per k). Lane l
 /// of the accumulators of w's row i is output (j * L + l, i): the tile goes to C
 /// transposed, L x L squares in registers (AVX-512, AVX2), written for its first nr rows
-/// (x's rows) and mr columns (w's rows) only.
+/// (x's rows) and mr columns (w's rows) only. MR and NR: tile_t<A>.
 template <class A>
 inline void micro_t(index_t kc, const float* __restrict w, index_t lda, const float* __restrict b, float* __restrict c,
                     index_t ldc, bool add, int mr, int nr) noexcept {
-  using T = tile<A>;
+  using T = tile_t<A>;
   using V = fvec<A>;
   constexpr int L = T::L;
   const float* wr[T::MR];

@@ -211,12 +211,12 @@ void pack_b_panel(const strided<U>& b, index_t K, index_t n0, index_t nr, float*
   }
 }
 
-/// Packs `rows` rows (rows <= NR; row j's floats k < K at r[j]) into one NR-wide panel,
-/// NR floats per k (rows past them zero): x's rows as the B panel of micro_t(). L rows x L
+/// Packs `rows` rows (rows <= NR, tile_t's; row j's floats k < K at r[j]) into one NR-wide
+/// panel, NR floats per k (rows past them zero): x's rows as the B panel of micro_t(). L rows x L
 /// steps at a time, the square transposed in registers, as in pack_b_panel().
 template <class A>
 void pack_rows_panel(const float* const* r, int rows, index_t K, float* dst) noexcept {
-  constexpr int NR = tile<A>::NR;
+  constexpr int NR = tile_t<A>::NR;
   index_t k0 = 0;
   if constexpr (tile<A>::vector) {
     constexpr int L = tile<A>::L;
