@@ -79,7 +79,11 @@ void print(const kiln::vulkan::device_info& d, bool selected) {
               d.timestamp_valid_bits ? (std::to_string(d.timestamp_valid_bits) + " bits, " +
                                         std::to_string(d.timestamp_period) + " ns per tick (kiln's GPU times)").c_str()
                                      : "none on the compute queue (the profiler reports host time only)");
-  std::printf("    unified memory     %s\n\n", yes(d.unified_memory));
+  std::printf("    unified memory     %s\n", yes(d.unified_memory));
+  // copies between contexts of devices with the same deviceUUID/driverUUID go device to device
+  std::printf("    external memory    %s\n\n",
+              d.external_memory_fd ? "opaque fd (copies between contexts of this device go device to device)"
+                                   : "no (copies between contexts are staged through the host)");
 }
 
 /// A short profiled run: a fused chain, a matmul with an epilogue, a softmax.
