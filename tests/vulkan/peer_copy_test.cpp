@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>  // /proc/self/fd: no exported fd left open
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "vulkan_fixture.hpp"
@@ -198,6 +200,62 @@ TEST_F(peer_copy, the_shared_buffer_grows_and_outlives_either_context) {
   round_trip<float>(c, a, 33, 6);
   EXPECT_EQ(kiln::vulkan::peers(a).external_copies, 1u);
 }
+
+TEST_F(peer_copy, threads_copying_both_ways_at_once) {
+  auto a = fresh_context(), b = fresh_context();
+  if (!kiln::vulkan::peer_refusal(a, b).empty()) GTEST_SKIP() << kiln::vulkan::peer_refusal(a, b);
+  // two threads a -> b (one link, taken in turn; the second grows it), one b -> a (the
+  // other link): no lock is held across the two contexts, so nothing deadlocks
+  const auto work = [](kiln::context<kiln::vulkan>& from, kiln::context<kiln::vulkan>& to, std::size_t n,
+                       unsigned seed, int& bad) {
+    for (int i = 0; i < 12; ++i) {
+      const auto v = values<float>(n + static_cast<std::size_t>(i), seed + static_cast<unsigned>(i));
+      const auto t = kiln::from_host(from, kiln::shape{static_cast<kiln::index_t>(v.size())}, std::span<const float>(v));
+      if (!same_bytes(kiln::copy_to(to, t).to_host(), v)) ++bad;
+    }
+  };
+  int bad1 = 0, bad2 = 0, bad3 = 0;
+  std::thread t1([&] { work(a, b, 1000, 100, bad1); });
+  std::thread t2([&] { work(a, b, 400000, 200, bad2); });
+  std::thread t3([&] { work(b, a, 70001, 300, bad3); });
+  t1.join();
+  t2.join();
+  t3.join();
+  EXPECT_EQ(bad1 + bad2 + bad3, 0);
+  EXPECT_EQ(kiln::vulkan::peers(b).external_copies, 24u);
+  EXPECT_EQ(kiln::vulkan::peers(a).external_copies, 12u);
+}
+
+#if defined(__linux__)
+std::size_t open_fds() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+TEST_F(peer_copy, no_fd_left_open_and_every_pool_range_returned) {
+  // a pair made, used both ways (and grown), then destroyed, receiver first or sender
+  // first: once the loader and driver are warm, the process holds no more fds than before
+  const auto cycle = [](bool receiver_first) {
+    auto a = std::make_unique<kiln::context<kiln::vulkan>>(kiln_test::validated());
+    auto b = std::make_unique<kiln::context<kiln::vulkan>>(kiln_test::validated());
+    round_trip<float>(*a, *b, 100, 1);
+    round_trip<float>(*a, *b, 600000, 2);
+    round_trip<std::int32_t>(*b, *a, 3000, 3);
+    a->synchronize();
+    b->synchronize();
+    EXPECT_EQ(kiln::vulkan::memory(*a).live_allocations, 0u);
+    EXPECT_EQ(kiln::vulkan::memory(*b).live_allocations, 0u);
+    if (receiver_first) b.reset();
+    a.reset();
+    b.reset();
+  };
+  cycle(true);
+  const std::size_t before = open_fds();
+  for (int i = 0; i < 3; ++i) cycle(i % 2 == 0);
+  EXPECT_EQ(open_fds(), before);
+}
+#endif
 
 TEST_F(peer_copy, a_failed_shared_allocation_falls_back_to_the_host) {
   faults::scope guard;

@@ -102,6 +102,17 @@ struct peer_stats {
   std::size_t link_bytes = 0;  ///< their bytes (outside the pool and its memory limit)
 };
 
+/// A queue family ownership transfer of [offset, offset + n) of buf (release: to
+/// VK_QUEUE_FAMILY_EXTERNAL; acquire: from it). Memory another device uses must change
+/// hands this way, or its contents are undefined for the new owner.
+KILN_DECL void ownership_barrier(VkCommandBuffer cb, VkBuffer buf, VkDeviceSize offset, VkDeviceSize n,
+                                 std::uint32_t from_family, std::uint32_t to_family, VkAccessFlags src_access,
+                                 VkAccessFlags dst_access);
+
+/// A transfer buffer of `size` bytes whose memory may be exported or imported as an opaque
+/// fd (a shared buffer's side, peer_link). Throws kiln::device_error.
+KILN_DECL VkBuffer external_buffer(VkDevice dev, VkDeviceSize size);
+
 /// Memory two contexts share for copies from one (the sender, which allocates and exports
 /// it) to the other (the receiver, which imports it): one dedicated allocation that each
 /// sees through a VkBuffer of its own, used as two halves. Each context destroys its own

@@ -801,14 +801,9 @@ KILN_DECL void context_state::record_dispatch(const kernel_spec& k, std::span<co
 
 // ---- copies between contexts --------------------------------------------------------------
 
-namespace {
-
-/// A queue family ownership transfer of [offset, offset + n) of buf (release: to
-/// VK_QUEUE_FAMILY_EXTERNAL; acquire: from it). Memory another device uses must change
-/// hands this way, or its contents are undefined for the new owner.
-inline void ownership_barrier(VkCommandBuffer cb, VkBuffer buf, VkDeviceSize offset, VkDeviceSize n,
-                              std::uint32_t from_family, std::uint32_t to_family, VkAccessFlags src_access,
-                              VkAccessFlags dst_access) {
+KILN_DECL void ownership_barrier(VkCommandBuffer cb, VkBuffer buf, VkDeviceSize offset, VkDeviceSize n,
+                                 std::uint32_t from_family, std::uint32_t to_family, VkAccessFlags src_access,
+                                 VkAccessFlags dst_access) {
   VkBufferMemoryBarrier b{};
   b.sType = VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER;
   b.srcAccessMask = src_access;
@@ -822,8 +817,7 @@ inline void ownership_barrier(VkCommandBuffer cb, VkBuffer buf, VkDeviceSize off
                        nullptr);
 }
 
-/// A transfer buffer of `size` bytes whose memory may be exported or imported as an opaque fd.
-inline VkBuffer external_buffer(VkDevice dev, VkDeviceSize size) {
+KILN_DECL VkBuffer external_buffer(VkDevice dev, VkDeviceSize size) {
   VkExternalMemoryBufferCreateInfo ext{};
   ext.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
   ext.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;
@@ -837,8 +831,6 @@ inline VkBuffer external_buffer(VkDevice dev, VkDeviceSize size) {
   check(vkCreateBuffer(dev, &bi, nullptr, &b), "vkCreateBuffer");
   return b;
 }
-
-}  // namespace
 
 KILN_DECL std::string context_state::peer_refusal(const context_state& to) const {
   const auto off = [](const context_state& c) {
