@@ -332,7 +332,8 @@ struct gemm {
       if (one_by_one) {
         for (; n < n1; ++n) vals[n - n0] = dot_one<A>(K_, abuf, b + n * bcs);
       }
-      for (; n + NB <= n1; n += NB) dot<A, R, NB>(K_, abuf, b + n * bcs, bcs, vals + (n - n0), w);
+      for (; n + NB <= n1; n += NB)
+        dot<A, R, NB>(K_, abuf, b + n * bcs, bcs, vals + (n - n0), w, n + 2 * NB <= n1 ? b + (n + NB) * bcs : nullptr);
       for (; n < n1; ++n) dot<A, R, 1>(K_, abuf, b + n * bcs, bcs, vals + (n - n0), w);
       for (int r = 0; r < R; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
     });
@@ -357,8 +358,10 @@ struct gemm {
       const index_t n0 = t * chunk, n1 = std::min(N_, n0 + chunk), w = n1 - n0;
       float* vals = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * w) * sizeof(float)));
       index_t n = n0;
-      for (; n + GB <= n1; n += GB) {
-        for (index_t g = 0; g < rows; g += RG) dot_group<RG, GB>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w);
+      for (; n + GB <= n1; n += GB) {  // the first group fetches the next GB columns
+        const BT* next = n + 2 * GB <= n1 ? b + (n + GB) * bcs : nullptr;
+        for (index_t g = 0; g < rows; g += RG)
+          dot_group<RG, GB>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w, g == 0 ? next : nullptr);
       }
       for (; n < n1; ++n) {
         for (index_t g = 0; g < rows; g += RG) dot_group<RG, 1>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w);
@@ -369,16 +372,17 @@ struct gemm {
 
   /// dot() of min(left, RG) rows against NB columns.
   template <int RG, int NB>
-  static void dot_group(index_t left, index_t K_, const float* a, const BT* b, index_t bcs, float* out, index_t ldo) {
+  static void dot_group(index_t left, index_t K_, const float* a, const BT* b, index_t bcs, float* out, index_t ldo,
+                        const BT* next = nullptr) {
     if constexpr (RG == 2) {
-      if (left == 1) dot<A, 1, NB>(K_, a, b, bcs, out, ldo);
-      else dot<A, 2, NB>(K_, a, b, bcs, out, ldo);
+      if (left == 1) dot<A, 1, NB>(K_, a, b, bcs, out, ldo, next);
+      else dot<A, 2, NB>(K_, a, b, bcs, out, ldo, next);
     } else {
       switch (left) {
-        case 1: dot<A, 1, NB>(K_, a, b, bcs, out, ldo); break;
-        case 2: dot<A, 2, NB>(K_, a, b, bcs, out, ldo); break;
-        case 3: dot<A, 3, NB>(K_, a, b, bcs, out, ldo); break;
-        default: dot<A, 4, NB>(K_, a, b, bcs, out, ldo); break;
+        case 1: dot<A, 1, NB>(K_, a, b, bcs, out, ldo, next); break;
+        case 2: dot<A, 2, NB>(K_, a, b, bcs, out, ldo, next); break;
+        case 3: dot<A, 3, NB>(K_, a, b, bcs, out, ldo, next); break;
+        default: dot<A, 4, NB>(K_, a, b, bcs, out, ldo, next); break;
       }
     }
   }
