@@ -295,6 +295,27 @@ TYPED_TEST(serving_engine, requests_join_and_leave_mid_run) {
   EXPECT_EQ(s.completed, 7u);
 }
 
+TYPED_TEST(serving_engine, a_step_that_only_cancels_reports_the_blocks_back) {
+  // the last running request cancelled: the step that ends it runs no batch; the engine's
+  // kv_blocks_used (a server's /metrics) must show the blocks back, `last` keeps its batch's
+  auto& m = model<TypeParam>();
+  serving::engine eng(m, {.max_batch = 2, .block_size = 4, .kv_blocks = 40});
+  serving::request r;
+  r.prompt = ids(9, 7u);
+  r.max_tokens = 20;
+  const auto s = eng.submit(r);
+  eng.step();
+  eng.step();
+  EXPECT_GT(eng.stats().kv_blocks_used, 0);
+  EXPECT_TRUE(eng.cancel(s->id()));
+  EXPECT_EQ(eng.step().sequences, 0);
+  EXPECT_EQ(s->reason(), serving::finish_reason::cancelled);
+  EXPECT_EQ(eng.cache().used_blocks(), 0);
+  EXPECT_EQ(eng.stats().kv_blocks_used, 0);
+  EXPECT_GT(eng.stats().last.kv_blocks_used, 0);
+  EXPECT_EQ(eng.stats().cancelled, 1u);
+}
+
 TYPED_TEST(serving_engine, chunked_prefill_gives_the_unchunked_ids) {
   auto& m = model<TypeParam>();
   auto reqs = mixed_requests(5);
