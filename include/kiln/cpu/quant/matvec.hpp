@@ -98,6 +98,22 @@ inline void in_register(__m512i& v) noexcept {
 #endif
 }
 
+/// A chunk pair of a row (Whole: 64 bytes) or the odd last chunk (32, zeros after), in a
+/// register.
+template <bool Whole>
+inline __m512i row_pair(const std::uint8_t* src) noexcept {
+  __m512i v = Whole ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFull), src);
+  in_register(v);
+  return v;
+}
+
+/// Plane p of the codes in v, masked in place (2^(bits p) times the plane's codes).
+template <class Scheme>
+inline __m512i plane(__m512i v, int p) noexcept {
+  if constexpr (planes<Scheme> == 1) return v;
+  else return _mm512_and_si512(v, _mm512_set1_epi8(char(((1 << Scheme::bits) - 1) << (Scheme::bits * p))));
+}
+
 /// The four int32 sums of the 16 lanes of t[0..3], as lanes 0..3.
 inline __m128i sum4(const __m512i (&t)[C]) noexcept {
   const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(t[0], t[1]), _mm512_unpackhi_epi32(t[0], t[1]));
@@ -132,14 +148,9 @@ inline void sums(const std::uint8_t* w, index_t stride, const std::int8_t* xs, i
     for (int p = 0; p < P; ++p) xv[p] = _mm512_loadu_si512(xs + (j * P + p) * 64);
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
-      const std::uint8_t* const src = w + c * stride + j * 64;
-      __m512i v = Whole ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFull), src);
-      in_register(v);
+      const __m512i v = row_pair<Whole>(w + c * stride + j * 64);
 #pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) {
-        const __m512i u = P == 1 ? v : _mm512_and_si512(v, _mm512_set1_epi8(char(((1 << Scheme::bits) - 1) << (Scheme::bits * p))));
-        acc[c][p] = dpbusd(acc[c][p], u, xv[p]);
-      }
+      for (int p = 0; p < P; ++p) acc[c][p] = dpbusd(acc[c][p], plane<Scheme>(v, p), xv[p]);
     }
   }
 #pragma GCC unroll 4
@@ -375,13 +386,10 @@ inline void grouped_sums(const std::uint8_t* w, index_t stride, const __m512 (&s
     }
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
-      const std::uint8_t* const src = w + c * stride + j * 64;
-      __m512i v = Whole ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8(__mmask64(0xFFFFFFFFull), src);
-      in_register(v);
+      const __m512i v = row_pair<Whole>(w + c * stride + j * 64);
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p) {
-        const __m512i u = P == 1 ? v : _mm512_and_si512(v, _mm512_set1_epi8(char(((1 << Scheme::bits) - 1) << (Scheme::bits * p))));
-        const __m512 f = _mm512_cvtepi32_ps(dpbusd(ov[p], u, xv[p]));
+        const __m512 f = _mm512_cvtepi32_ps(dpbusd(ov[p], plane<Scheme>(v, p), xv[p]));
         acc[c][p] = _mm512_fmadd_ps(f, _mm512_permutexvar_ps(iv[p], sv[c]), acc[c][p]);
       }
     }
