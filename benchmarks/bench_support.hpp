@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>  // std::getenv
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -26,7 +27,12 @@ using index = std::int64_t;
 /// Per-benchmark settings: wall time, since the work runs on pool threads too. The
 /// run length, repetitions and median-only output are defaults of the command line
 /// instead (see run_main), so that flags can shorten a smoke run and names stay short.
+/// KILN_BENCH_CPU_TIME=1 times by the process's CPU time instead (every thread's CPU
+/// seconds added up; rates then per CPU-second, so compare rows of one run, such as a
+/// kernel against the FMA loop): on a machine shared with other work, wall time also
+/// counts the time other processes hold the cores.
 inline benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b) {
+  if (const char* e = std::getenv("KILN_BENCH_CPU_TIME"); e != nullptr && e[0] == '1') return b->MeasureProcessCPUTime();
   return b->UseRealTime();
 }
 

@@ -11,8 +11,9 @@
 //                             one kernel, kiln as two statements, OpenBLAS followed by an
 //                             Eigen epilogue (vectorised erf).
 //   BM_prefill/<w>/<shape>/<S>/<T>T  x [S, K] @ w^T, the projections of a Llama prefill
-//                             (hidden 2048, FFN 5632): qkvo w [2048, 2048], gate_up
-//                             [5632, 2048], down [2048, 5632], S = 128 and 512; w an
+//                             (hidden 2048, FFN 5632): qkvo w [2048, 2048] (q, o), kv
+//                             [512, 2048] (k, v with 8 of 32 heads), gate_up [5632,
+//                             2048], down [2048, 5632], S = 128 and 512; w an
 //                             nn.Linear weight in f32, f16 or bf16 (kiln converts the 16-bit
 //                             ones while it packs them), openblas: sgemm on the f32 weight
 //                             (counter GFLOPs, 2 S N K).
@@ -246,7 +247,7 @@ struct projection {
   const char* name;
   index N, K;
 };
-constexpr projection projections[] = {{"qkvo", 2048, 2048}, {"gate_up", 5632, 2048}, {"down", 2048, 5632}};
+constexpr projection projections[] = {{"qkvo", 2048, 2048}, {"kv", 512, 2048}, {"gate_up", 5632, 2048}, {"down", 2048, 5632}};
 
 enum class wtype { f32, f16, bf16, openblas };
 const char* wname(wtype t) {
