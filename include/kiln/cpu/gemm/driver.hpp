@@ -74,7 +74,10 @@ constexpr index_t dot_max_rows() {
 /// The most rows the transposed path takes (f32 weights read as their transpose). At 128
 /// rows the packed path spent 18% of its time packing the weight (an 8 MiB transpose per
 /// thread from memory at 7-9 GB/s, about memcpy speed on this machine, for 4.7 ms of
-/// arithmetic at q/o), which the transposed path does not do.
+/// arithmetic at q/o), which the transposed path does not do. Measured at x [S, 2048] @
+/// w^T, w [2048, 2048], 2 threads of a Zen 4, process CPU time, both paths interleaved in
+/// one process, transposed over packed speed: AVX-512 S = 64 1.35x (12 x 32 tile), 128
+/// 1.13-1.25x, 160 0.96x, 256 1.0x; AVX2 S = 64 1.27x, 128 1.05x.
 template <class A>
 constexpr index_t transposed_max_rows() {
   return 128;
@@ -467,8 +470,8 @@ struct gemm {
   /// by other work holds up one part); a part runs its kc steps in order, a step's
   /// panels of x (rows x kc floats) in half of the L2, and the tile of y is added to
   /// (transposed) once per step. Measured at x [128, 2048] @ w^T, w [2048, 2048], 2
-  /// threads of a Zen 4 (thread CPU time, loaded machine): kc 256 / 512 / 1024 / 2048 at
-  /// 66-68% / 74-77% / 80% / 79-83% of the FMA loop.
+  /// threads of a Zen 4 (process CPU time, loaded machine, the 12 x 32 tile): kc 256 /
+  /// 512 / 1024 / 2048 at 66-68% / 74-77% / 80% / 79-83% of the FMA loop.
   void transposed(const problem& pr, int threads) const {
     constexpr int MT = tile_t<A>::MR, NT = tile_t<A>::NR;
     const index_t K_ = K(), N_ = N(), rows = pr.rows();
