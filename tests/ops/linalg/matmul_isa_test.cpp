@@ -4,8 +4,9 @@
 // against the float64 reference, as the exp test does for its lanes. 7, 16 and 29 rows take
 // the dot path's groups (of four rows on AVX-512, two on the others; a short last group)
 // against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
-// dot_max_rows() allows (48 on AVX2, 128 on AVX-512; 32 for f32). 40 to 128 rows against
-// the transposed f32 weight take the transposed path (micro_t: the weight's rows read in
+// dot_max_rows() allows (48 on AVX2, 128 on AVX-512; f32 32, 48 on AVX-512). 40 (past
+// AVX-512's 48: 67) to 128 rows against the transposed f32 weight take the transposed path
+// (micro_t: the weight's rows read in
 // place, x's rows packed, the tile written transposed; edges of both, K = 1300 and 2100
 // two and three depth steps where x's panels fill half of a 1 MiB L2, with a prologue,
 // with an epilogue, and a batched x whose rows span two batches). K = 1300 takes
@@ -89,7 +90,7 @@ void check_arch(const char* name) {
                                                        kiln::kernel_variant(kiln::matmul(a, kiln::transpose(w))) + ")"));
     };
     (narrow(W16{}), ...);
-    if (M > 32 && M <= 128) {  // the transposed path: named, with an epilogue, x batched
+    if (M > kiln::detail::cpu_gemm::dot_max_rows<Arch, float>() && M <= 128) {  // the transposed path: named, with an epilogue, x batched
       EXPECT_NE(kiln::kernel_variant(kiln::matmul(a, kiln::transpose(bt))).find("transposed"), std::string::npos) << what;
       kiln_test::reference rt = r;
       for (std::size_t i = 0; i < rt.value.size(); ++i) {

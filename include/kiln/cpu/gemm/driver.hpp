@@ -10,7 +10,7 @@
 //   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
 //   rows_dot  N <= 4 (tall and skinny, a matrix times a vector): dot products of a's rows
 //           with b's few columns; a is read once and never packed.
-//   transposed  up to 128 rows against a k-contiguous f32 b (a prefill chunk against an
+//   transposed  up to 128 rows (past dot's) against a k-contiguous f32 b (a prefill chunk against an
 //           nn.Linear weight): y^T = w x^T, w's rows read in place as the micro-kernel's
 //           A (micro_t), x's rows packed once as its B, the tile stored transposed; the
 //           weight is never packed (see transposed()).
@@ -65,10 +65,14 @@ enum class path { zeros, dot, stream, rows_dot, transposed, packed };
 ///   AVX2    f16 [11264, 2048]: 1.43 1.31 1.20 1.04 0.93 0.94 0.87 0.81;
 ///           f16 [2048, 5632]:  1.41 1.48 1.22 1.14 1.08 1.05 0.89 0.82;
 ///           f32 [11264, 2048]: 1.15 1.05 1.02 0.89 0.71 0.77 0.71 0.71.
+/// f32 weights past 32 rows take the transposed path instead of packing; on AVX-512 the dot
+/// path still beats it up to 48 rows (process CPU time, both interleaved, transposed over
+/// dot time, rows 40 / 48 / 56 / 64): [2048, 2048] 1.39 1.15 0.99 0.93; at 48 rows
+/// [2048, 5632] 1.20, [5632, 2048] 1.01.
 template <class A, class BT>
 constexpr index_t dot_max_rows() {
   if constexpr (sizeof(BT) < sizeof(float)) return simd::is_avx512<A> ? 128 : 48;
-  return 32;
+  return simd::is_avx512<A> ? 48 : 32;
 }
 
 /// The most rows the transposed path takes (f32 weights read as their transpose). At 128
