@@ -95,7 +95,10 @@ path choose_path(const matmul_dims& d, index_t rows, index_t brs, index_t bcs) {
   if (rows <= dot_max_rows<A, BT>() && (brs == 1 || d.K == 1)) return path::dot;
   if (rows <= tile<A>::MR && (bcs == 1 || d.N == 1)) return path::stream;
   if (d.N <= 4) return path::rows_dot;
-  if (std::is_same_v<BT, float> && brs == 1 && rows <= transposed_max_rows<A>()) return path::transposed;
+  // (x's rows are packed whole: at most 64 MiB of them)
+  if (std::is_same_v<BT, float> && brs == 1 && rows <= transposed_max_rows<A>() && rows * d.K <= (index_t(1) << 24)) {
+    return path::transposed;
+  }
   return path::packed;
 }
 
