@@ -18,6 +18,8 @@
 //   BM_llama_prefill/f16/P<P>/2T    the same prompt through forward(ids) on the contiguous
 //                                   cache (the flash kernel), as llama_bench measures it.
 // The GEMM runs first, then B = 1, 4, 8, 16 in that order (the roof needs the first two).
+// KILN_PROFILE=1 also prints the kernel table (kiln::profile_table) of four engine steps
+// after each decode benchmark.
 #include "llama_bench.hpp"
 
 #include <kiln/serving.hpp>
@@ -87,6 +89,11 @@ void decode(benchmark::State& state, index_t batch) {
     if (eng.step().tokens != batch) short_run = true;
   });
   if (short_run) state.SkipWithError("a request ended during the run (more iterations than its max_tokens)");
+  if (ctx().profiling()) {  // KILN_PROFILE=1: where four steps' time goes, on stderr
+    ctx().clear_profile();
+    for (int i = 0; i < 4; ++i) eng.step();
+    std::cerr << "decode, B = " << batch << ", four engine steps:\n" << kiln::profile_table(ctx()) << "\n";
+  }
   state.counters["tok/s"] = benchmark::Counter(double(batch), benchmark::Counter::kIsIterationInvariantRate);
   const double tok_s = secs > 0.0 ? double(batch) * double(state.iterations()) / secs : 0.0;
   if (batch == 1) single_tok_s = tok_s;
