@@ -4,7 +4,8 @@
 // against the float64 reference, as the exp test does for its lanes. 7, 16 and 29 rows take
 // the dot path's groups (of four rows on AVX-512, two on the others; a short last group)
 // against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
-// dot_max_rows() allows (48 on AVX2, 128 on AVX-512; f32 32, 48 on AVX-512). 40 (past
+// dot_max_rows() allows (48 on AVX2, 128 on AVX-512 from 1024 columns, so 67 x 1030 there,
+// 48 under; f32 32, 48 on AVX-512). 40 (past
 // AVX-512's 48: 67) to 128 rows against the transposed f32 weight take the transposed path
 // (micro_t: the weight's rows read in
 // place, x's rows packed, the tile written transposed; edges of both, K = 1300 and 2100
@@ -40,7 +41,7 @@ template <class Arch, class... W16>
 void check_arch(const char* name) {
   kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
   auto g = kiln_test::rng();
-  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {130, 129, 257},
+  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {67, 1030, 70}, {130, 129, 257},
                                {40, 70, 1300}, {100, 300, 1300}, {128, 37, 2100}};
   for (const auto& s : shapes) {
     const index_t M = s[0], N = s[1], K = s[2];

@@ -75,6 +75,23 @@ constexpr index_t dot_max_rows() {
   return simd::is_avx512<A> ? 48 : 32;
 }
 
+/// Output columns under which 16-bit weights on AVX-512 leave the dot path past 48 rows
+/// for the packed one: a short product pays the dot path's fixed costs (the rows gathered,
+/// each task's row stores) over little arithmetic. f16 x [M, 2048] @ w^T at 2 threads of a
+/// Zen 4 (medians of 9, two rounds, GFLOP/s dot / packed): w [512, 2048] (k and v under
+/// GQA 32/8) at 64, 96, 128 rows 106-167 / 171-175, 106-181 / 192-201, 168-185 / 199-201;
+/// w [1024, 2048] about even (181-194 / 153-202); w [1536, 2048] 182-197 / 160-198.
+inline constexpr index_t dot_narrow_columns = 1024;
+
+/// dot_max_rows() for a product with N output columns.
+template <class A, class BT>
+constexpr index_t dot_max_rows(index_t N) {
+  if constexpr (sizeof(BT) < sizeof(float) && simd::is_avx512<A>) {
+    if (N < dot_narrow_columns) return 48;
+  }
+  return dot_max_rows<A, BT>();
+}
+
 /// The most rows the transposed path takes (f32 weights read as their transpose). At 128
 /// rows the packed path spent 18% of its time packing the weight (an 8 MiB transpose per
 /// thread from memory at 7-9 GB/s, about memcpy speed on this machine, for 4.7 ms of
@@ -92,7 +109,7 @@ constexpr index_t transposed_max_rows() {
 template <class A, class BT>
 path choose_path(const matmul_dims& d, index_t rows, index_t brs, index_t bcs) {
   if (d.K == 0) return path::zeros;
-  if (rows <= dot_max_rows<A, BT>() && (brs == 1 || d.K == 1)) return path::dot;
+  if (rows <= dot_max_rows<A, BT>(d.N) && (brs == 1 || d.K == 1)) return path::dot;
   if (rows <= tile<A>::MR && (bcs == 1 || d.N == 1)) return path::stream;
   if (d.N <= 4) return path::rows_dot;
   // (x's rows are packed whole: at most 64 MiB of them)
