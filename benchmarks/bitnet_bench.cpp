@@ -11,7 +11,15 @@
 //                                    median of BM_copy/<t>T's repetitions run before it
 //                                    (the filter must keep it), "bound_ms", those bytes
 //                                    over it, "bound_share", bound_ms over the measured
-//                                    time per token (1: at the bound)
+//                                    time per token (1: at the bound); likewise
+//                                    "read_GB/s", "read_bound_ms", "read_share" against
+//   BM_read/<t>T                     kiln::sum of 512 MiB: GB/s of bytes read. A decode
+//                                    step only reads its weights; where a core keeps only
+//                                    so many reads in flight, reading alone does not reach
+//                                    the copy's rate (its streaming stores take no read
+//                                    slots): on the 2-core Zen 4 of the notes BM_read/2T
+//                                    is 0.71-0.78 of BM_copy/2T, so read_share is the
+//                                    share of what reading the weights once can reach
 //   BM_bitnet_prefill/<table>/<t>T   128 prompt tokens in one forward step: tok/s
 // <table>: the embedding / LM head kept as bf16 or int8. The label splits the bytes per
 // token into the packed codes (+ scales) and the LM head. KILN_BITNET_BENCH_LAYERS changes
@@ -136,17 +144,24 @@ std::vector<std::int32_t> prompt() {
   return ids;
 }
 
-/// GB/s (bytes read plus written) of each run of BM_copy/<t>T, by thread count, with its
-/// iteration count: Google Benchmark's first runs of a benchmark only size the iteration
-/// count, and the repetitions are the runs with the most iterations.
-std::map<int, std::vector<std::pair<benchmark::IterationCount, double>>>& copy_rates() {
-  static std::map<int, std::vector<std::pair<benchmark::IterationCount, double>>> r;
+/// GB/s of each run of BM_copy/<t>T (bytes read plus written) or BM_read/<t>T (bytes
+/// read), by thread count, with its iteration count: Google Benchmark's first runs of a
+/// benchmark only size the iteration count, and the repetitions are the runs with the most
+/// iterations.
+using rate_runs = std::map<int, std::vector<std::pair<benchmark::IterationCount, double>>>;
+rate_runs& copy_rates() {
+  static rate_runs r;
+  return r;
+}
+rate_runs& read_rates() {
+  static rate_runs r;
   return r;
 }
 
-/// The median GB/s of BM_copy/<t>T's repetitions in this run (0 when it did not run).
-double copy_rate(int threads) {
-  const auto& runs = copy_rates()[threads];
+/// The median GB/s of the repetitions in runs (copy_rates() or read_rates()) at `threads`
+/// in this run (0 when that benchmark did not run).
+double median_rate(rate_runs& rates, int threads) {
+  const auto& runs = rates[threads];
   benchmark::IterationCount most = 0;
   for (const auto& [n, r] : runs) most = std::max(most, n);
   std::vector<double> v;
@@ -156,6 +171,27 @@ double copy_rate(int threads) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+/// kiln::sum of 512 MiB of f32 (llama_bench::read), its loop timed here too: each
+/// repetition's GB/s (bytes read) goes to read_rates() for decode's read bound.
+void read(benchmark::State& state, int threads) {
+  const auto& c = ctx(threads);
+  const index_t n = index_t(128) << 20;
+  auto a = kiln::full(c, {n}, 1.0f);
+  auto s = kiln::empty<float>(c, {});
+  s = kiln::sum(a);
+  c.synchronize();
+  double seconds = 0.0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    s = kiln::sum(a);
+    c.synchronize();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const double bytes = 4.0 * double(n);
+  kiln_bench::set_bytes(state, bytes);
+  if (seconds > 0.0) read_rates()[threads].emplace_back(state.iterations(), bytes * double(state.iterations()) / seconds / 1e9);
 }
 
 /// llama_bench::copy's copy of 512 MiB of f32 (kiln's `b = a`), its loop timed here too:
@@ -201,11 +237,17 @@ void decode(benchmark::State& state, int threads, table_dtype t) {
   const double head = m.lm_head().bytes();
   state.counters["tok/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
   kiln_bench::set_bytes(state, bytes);
-  if (const double copy_gbs = copy_rate(threads); copy_gbs > 0.0 && state.iterations() > 0) {
+  if (const double copy_gbs = median_rate(copy_rates(), threads); copy_gbs > 0.0 && state.iterations() > 0) {
     const double bound = bytes / (copy_gbs * 1e9), per_token = seconds / double(state.iterations());
     state.counters["copy_GB/s"] = copy_gbs;
     state.counters["bound_ms"] = bound * 1e3;
     state.counters["bound_share"] = bound / per_token;
+  }
+  if (const double read_gbs = median_rate(read_rates(), threads); read_gbs > 0.0 && state.iterations() > 0) {
+    const double bound = bytes / (read_gbs * 1e9), per_token = seconds / double(state.iterations());
+    state.counters["read_GB/s"] = read_gbs;
+    state.counters["read_bound_ms"] = bound * 1e3;
+    state.counters["read_share"] = bound / per_token;
   }
   if (ctx(threads).profiling()) {  // KILN_PROFILE=1: where four decode steps' time goes, on stderr
     ctx(threads).clear_profile();
@@ -232,6 +274,9 @@ void register_all() {
   for (int t : kiln_bench::thread_counts()) {
     kiln_bench::configure(benchmark::RegisterBenchmark(("BM_copy/" + std::to_string(t) + "T").c_str(),
                                                        [t](benchmark::State& s) { copy(s, t); }))
+        ->Unit(benchmark::kMillisecond);
+    kiln_bench::configure(benchmark::RegisterBenchmark(("BM_read/" + std::to_string(t) + "T").c_str(),
+                                                       [t](benchmark::State& s) { read(s, t); }))
         ->Unit(benchmark::kMillisecond);
   }
   for (table_dtype d : {table_dtype::bf16, table_dtype::int8}) {
