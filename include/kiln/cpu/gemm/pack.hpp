@@ -167,6 +167,32 @@ void pad_a_panel(int rows, index_t kc, float* panel) noexcept {
   }
 }
 
+/// Packs n <= NR k-contiguous columns (column j's K elements from col(j), any float dtype)
+/// into one NR-wide panel, NR floats per k, the columns past n zero: L columns x L steps at
+/// a time, each column's L elements loaded (16-bit weights converted in the load: F16C /
+/// AVX-512 for f16, a shift for bf16), the square transposed in registers and stored a
+/// step at a time. One element at a time, this packing took 30% of x [128, 2048] @ w^T
+/// (w f16 [2048, 2048]) on one thread.
+template <class A, int NR, class Col>
+void pack_columns(Col&& col, int n, index_t K, float* dst) noexcept {
+  index_t k0 = 0;
+  if constexpr (tile<A>::vector) {
+    constexpr int L = tile<A>::L;
+    for (; k0 + L <= K; k0 += L) {
+#pragma GCC unroll 1
+      for (int j0 = 0; j0 < NR; j0 += L) {
+        fvec<A> v[L];
+#pragma GCC unroll 16
+        for (int i = 0; i < L; ++i) v[i] = j0 + i < n ? vload<A>(col(j0 + i) + k0) : vzero<A>();
+        transpose_square<A>(v, [&](int k, fvec<A> x) { vstore<A>(dst + (k0 + k) * NR + j0, x); });
+      }
+    }
+  }
+  for (int j = 0; j < NR; ++j) {
+    for (index_t k = k0; k < K; ++k) dst[k * NR + j] = j < n ? static_cast<float>(col(j)[k]) : 0.0f;
+  }
+}
+
 /// Packs columns [n0, n0 + nr) (nr <= NR) of B, all K rows, into one NR-column panel.
 template <class A, class U>
 void pack_b_panel(const strided<U>& b, index_t K, index_t n0, index_t nr, float* dst) noexcept {
@@ -180,31 +206,11 @@ void pack_b_panel(const strided<U>& b, index_t K, index_t n0, index_t nr, float*
     return;
   }
   if (b.rs == 1) {  // k-contiguous columns (an nn.Linear weight read as its transpose)
-    // L steps of L columns at a time: each column's L elements loaded (16-bit weights
-    // converted in the load: F16C / AVX-512 for f16, a shift for bf16), the square
-    // transposed in registers and stored a step at a time. One element at a time, this
-    // packing took 30% of x [128, 2048] @ w^T (w f16 [2048, 2048]) on one thread.
-    index_t k0 = 0;
-    if constexpr (tile<A>::vector) {
-      constexpr int L = tile<A>::L;
-      for (; k0 + L <= K; k0 += L) {
-#pragma GCC unroll 1
-        for (int j0 = 0; j0 < NR; j0 += L) {
-          fvec<A> v[L];
-#pragma GCC unroll 16
-          for (int i = 0; i < L; ++i) v[i] = j0 + i < nr ? vload<A>(b.at(k0, n0 + j0 + i)) : vzero<A>();
-          transpose_square<A>(v, [&](int k, fvec<A> x) { vstore<A>(dst + (k0 + k) * NR + j0, x); });
-        }
-      }
-    }
-    for (index_t j = 0; j < nr; ++j) {
-      const U* src = b.at(0, n0 + j);
-      for (index_t k = k0; k < K; ++k) dst[k * NR + j] = static_cast<float>(src[k]);
-    }
-  } else {
-    for (index_t k = 0; k < K; ++k) {
-      for (index_t j = 0; j < nr; ++j) dst[k * NR + j] = static_cast<float>(*b.at(k, n0 + j));
-    }
+    pack_columns<A, NR>([&](int j) { return b.at(0, n0 + j); }, int(nr), K, dst);
+    return;
+  }
+  for (index_t k = 0; k < K; ++k) {
+    for (index_t j = 0; j < nr; ++j) dst[k * NR + j] = static_cast<float>(*b.at(k, n0 + j));
   }
   for (index_t k = 0; k < K; ++k) {
     for (index_t j = nr; j < NR; ++j) dst[k * NR + j] = 0.0f;
@@ -212,27 +218,11 @@ void pack_b_panel(const strided<U>& b, index_t K, index_t n0, index_t nr, float*
 }
 
 /// Packs `rows` rows (rows <= NR, tile_t's; row j's floats k < K at r[j]) into one NR-wide
-/// panel, NR floats per k (rows past them zero): x's rows as the B panel of micro_t(). L rows x L
-/// steps at a time, the square transposed in registers, as in pack_b_panel().
+/// panel, NR floats per k (rows past them zero): x's rows as the B panel of micro_t(),
+/// through pack_columns().
 template <class A>
 void pack_rows_panel(const float* const* r, int rows, index_t K, float* dst) noexcept {
-  constexpr int NR = tile_t<A>::NR;
-  index_t k0 = 0;
-  if constexpr (tile<A>::vector) {
-    constexpr int L = tile<A>::L;
-    for (; k0 + L <= K; k0 += L) {
-#pragma GCC unroll 1
-      for (int j0 = 0; j0 < NR; j0 += L) {
-        fvec<A> v[L];
-#pragma GCC unroll 16
-        for (int i = 0; i < L; ++i) v[i] = j0 + i < rows ? vload<A>(r[j0 + i] + k0) : vzero<A>();
-        transpose_square<A>(v, [&](int k, fvec<A> x) { vstore<A>(dst + (k0 + k) * NR + j0, x); });
-      }
-    }
-  }
-  for (int j = 0; j < NR; ++j) {
-    for (index_t k = k0; k < K; ++k) dst[k * NR + j] = j < rows ? r[j][k] : 0.0f;
-  }
+  pack_columns<A, tile_t<A>::NR>([&](int j) { return r[j]; }, rows, K, dst);
 }
 
 /// Packs `panels` whole NR-column panels of a row-major b (cs == 1) from column n0, K
