@@ -173,46 +173,39 @@ double median_rate(rate_runs& rates, int threads) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-/// kiln::sum of 512 MiB of f32 (llama_bench::read), its loop timed here too: each
-/// repetition's GB/s (bytes read) goes to read_rates() for decode's read bound.
-void read(benchmark::State& state, int threads) {
+/// Runs body() (one pass over `bytes` of memory) once untimed, then once an iteration,
+/// timed here: the run's GB/s goes to rates for decode's bounds.
+template <class F>
+void stream_rate(benchmark::State& state, int threads, double bytes, rate_runs& rates, F&& body) {
   const auto& c = ctx(threads);
-  const index_t n = index_t(128) << 20;
-  auto a = kiln::full(c, {n}, 1.0f);
-  auto s = kiln::empty<float>(c, {});
-  s = kiln::sum(a);
-  c.synchronize();
+  body();
+  c.synchronize();  // the first touch of the buffers before the clock starts
   double seconds = 0.0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    s = kiln::sum(a);
+    body();
     c.synchronize();
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  const double bytes = 4.0 * double(n);
   kiln_bench::set_bytes(state, bytes);
-  if (seconds > 0.0) read_rates()[threads].emplace_back(state.iterations(), bytes * double(state.iterations()) / seconds / 1e9);
+  if (seconds > 0.0) rates[threads].emplace_back(state.iterations(), bytes * double(state.iterations()) / seconds / 1e9);
 }
 
-/// llama_bench::copy's copy of 512 MiB of f32 (kiln's `b = a`), its loop timed here too:
-/// each repetition's GB/s (read plus written) goes to copy_rates() for decode's bound.
-void copy(benchmark::State& state, int threads) {
-  const auto& c = ctx(threads);
+/// kiln::sum of 512 MiB of f32 (llama_bench::read): GB/s of bytes read, to read_rates().
+void read(benchmark::State& state, int threads) {
   const index_t n = index_t(128) << 20;
-  auto a = kiln::full(c, {n}, 1.0f);
-  auto b = kiln::empty<float>(c, {n});
-  b = a;
-  c.synchronize();  // the fill and the first touch of both buffers before the clock starts
-  double seconds = 0.0;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    b = a;
-    c.synchronize();
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  const double bytes = 2.0 * 4.0 * double(n);
-  kiln_bench::set_bytes(state, bytes);
-  if (seconds > 0.0) copy_rates()[threads].emplace_back(state.iterations(), bytes * double(state.iterations()) / seconds / 1e9);
+  auto a = kiln::full(ctx(threads), {n}, 1.0f);
+  auto s = kiln::empty<float>(ctx(threads), {});
+  stream_rate(state, threads, 4.0 * double(n), read_rates(), [&] { s = kiln::sum(a); });
+}
+
+/// llama_bench::copy's copy of 512 MiB of f32 (kiln's `b = a`): GB/s of bytes read plus
+/// written, to copy_rates().
+void copy(benchmark::State& state, int threads) {
+  const index_t n = index_t(128) << 20;
+  auto a = kiln::full(ctx(threads), {n}, 1.0f);
+  auto b = kiln::empty<float>(ctx(threads), {n});
+  stream_rate(state, threads, 2.0 * 4.0 * double(n), copy_rates(), [&] { b = a; });
 }
 
 void decode(benchmark::State& state, int threads, table_dtype t) {
