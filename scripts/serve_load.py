@@ -107,19 +107,26 @@ def error_kind(e):
     return "protocol"
 
 
-def one_valid(a, host, port, ctx, rng, st, cancel):
-    if rng.random() < a.nonstream:
-        return one_plain(a, host, port, ctx, rng, st, cancel)
+def valid_body(a, ctx, rng, stream):
+    """A valid completion request of a random prompt and output length (within the
+    context), and the output length it asks for."""
     plen = min(rng.choice(a.prompt_lengths), ctx)
     olen = max(1, min(rng.choice(a.output_lengths), ctx - plen + 1))
     if a.text:
         prompt = " ".join(rng.choice(["the", "a", "cat", "sat", "on", "mat", "and", "then"]) for _ in range(plen))
     else:
         prompt = [rng.randrange(a.vocab) for _ in range(plen)]
-    body = {"prompt": prompt, "max_tokens": olen, "stream": True, "ignore_eos": True, "return_token_ids": True,
+    body = {"prompt": prompt, "max_tokens": olen, "stream": stream, "ignore_eos": True, "return_token_ids": True,
             "temperature": a.temperature, "seed": rng.randrange(1 << 30)}
     if a.model:
         body["model"] = a.model
+    return body, olen
+
+
+def one_valid(a, host, port, ctx, rng, st, cancel):
+    if rng.random() < a.nonstream:
+        return one_plain(a, host, port, ctx, rng, st, cancel)
+    body, olen = valid_body(a, ctx, rng, stream=True)
     t0 = time.time()
     with st.lock:
         st.valid += 1
@@ -191,16 +198,7 @@ def one_valid(a, host, port, ctx, rng, st, cancel):
 def one_plain(a, host, port, ctx, rng, st, cancel):
     """A request with "stream": false: one JSON answer with every token, or (cancel) a
     client that closes the connection after a random wait unless the answer came first."""
-    plen = min(rng.choice(a.prompt_lengths), ctx)
-    olen = max(1, min(rng.choice(a.output_lengths), ctx - plen + 1))
-    if a.text:
-        prompt = " ".join(rng.choice(["the", "a", "cat", "sat", "on", "mat", "and", "then"]) for _ in range(plen))
-    else:
-        prompt = [rng.randrange(a.vocab) for _ in range(plen)]
-    body = {"prompt": prompt, "max_tokens": olen, "stream": False, "ignore_eos": True, "return_token_ids": True,
-            "temperature": a.temperature, "seed": rng.randrange(1 << 30)}
-    if a.model:
-        body["model"] = a.model
+    body, olen = valid_body(a, ctx, rng, stream=False)
     wait = rng.uniform(0.0, a.cancel_wait) if cancel else None
     t0 = time.time()
     with st.lock:
