@@ -92,6 +92,13 @@ float rne(float v) {
   return std::fmod(f, 2.0f) == 0.0f ? f : f + 1;
 }
 
+/// q's scales read back as floats (int4 keeps them as f16).
+template <class Q>
+std::vector<float> host_scales(const Q& q) {
+  const auto h = q.scales().to_host();
+  return std::vector<float>(h.begin(), h.end());
+}
+
 struct ref_codes {
   std::vector<int> codes;     // signed, [N, K]
   std::vector<float> scales;  // [N, G], or [1] per tensor
@@ -121,7 +128,7 @@ ref_codes ref_quantize(const std::vector<float>& w, index_t N, index_t K, index_
       for (index_t gi = 0; gi < G; ++gi) {
         float amax = 0;
         for (index_t k = gi * g; k < (gi + 1) * g; ++k) amax = std::max(amax, std::abs(w[n * K + k]));
-        r.scales[n * G + gi] = amax / float(S::qmax);
+        r.scales[n * G + gi] = float(typename S::scale_type(amax / float(S::qmax)));  // int4: stored as f16
         const float inv = amax > 0 ? float(S::qmax) / amax : 0.0f;
         for (index_t k = gi * g; k < (gi + 1) * g; ++k) {
           r.codes[n * K + k] = int(std::clamp(rne(w[n * K + k] * inv), -float(S::qmax), float(S::qmax)));
@@ -149,7 +156,7 @@ void check_pack(kiln::context<kiln::vulkan>& ctx, std::mt19937_64& g, index_t N,
   const auto w = kiln::from_host(ctx, {N, K}, wh);
   const auto q = kiln::quantize<S>(w, options<S>(group, per_row));
   const auto words = q.codes().to_host();
-  const auto scales = q.scales().to_host();
+  const auto scales = host_scales(q);
   const ref_codes ref = ref_quantize<S>(wh, N, K, group, per_row, scales);
   ASSERT_EQ(scales.size(), ref.scales.size()) << what;
   for (std::size_t i = 0; i < scales.size(); ++i) {
@@ -205,7 +212,7 @@ TEST_F(quant, pack_takes_the_weights_from_any_float_dtype_and_view) {
   const auto q = kiln::quantize<qs::int4>(wf16, {.group = 32});
   const ref_codes ref = ref_quantize<qs::int4>(wr, N, K, 32, false, {});
   EXPECT_EQ(q.codes().to_host(), pack_words<qs::int4>(ref.codes, N, K));
-  EXPECT_EQ(q.scales().to_host(), ref.scales);
+  EXPECT_EQ(host_scales(q), ref.scales);
   // a transposed view (quantize copies it to a contiguous weight first)
   std::vector<float> th(static_cast<std::size_t>(N * K));
   for (index_t n = 0; n < N; ++n)
@@ -226,7 +233,7 @@ TEST_F(quant, dequantize_is_one_kernel_with_its_epilogue_and_exact) {
   const auto check = [&](const auto& q, const std::string& what) {
     using S = typename std::remove_cvref_t<decltype(q)>::scheme_type;
     const auto words = q.codes().to_host();
-    const auto scales = q.scales().to_host();
+    const auto scales = host_scales(q);
     const index_t W = q.layout().words, srs = q.layout().scale_row_stride(), grp = q.layout().group;
     auto y = kiln::empty<float>(c, {N, K});
     EXPECT_EQ(kiln::kernel_variant(kiln::dequantize(q) * 2.0f + bias), "vulkan.quant.dequantize") << what;
@@ -378,7 +385,7 @@ void check_matvec(kiln::context<kiln::vulkan>& c, std::mt19937_64& g, index_t M,
   const std::uint64_t before = c.kernels_launched();
   y = kiln::matmul(x, q);
   EXPECT_EQ(c.kernels_launched() - before, 1u) << what;
-  qref ref = ref_qmatmul<S>(xv, M, K, q.codes().to_host(), q.scales().to_host(), q.layout());
+  qref ref = ref_qmatmul<S>(xv, M, K, q.codes().to_host(), host_scales(q), q.layout());
   const auto yh = y.to_host();
   expect_close(yh, ref, what, std::is_same_v<T, float> ? 0.0 : std::is_same_v<T, kiln::half> ? 0x1p-11 : 0x1p-8);
   const index_t R = std::min<index_t>(M, kiln::detail::vk::quant_matvec_rows);
@@ -499,7 +506,7 @@ TEST_F(quant, split_matvec_matches_the_reference_and_the_matvec_kernels_bits) {
       got[split] = y.to_host();
     }
     const qref ref = ref_qmatmul<S>(std::vector<float>(xt.begin(), xt.end()), M, K, q.codes().to_host(),
-                                    q.scales().to_host(), q.layout());
+                                    host_scales(q), q.layout());
     expect_close(got[1], ref, what + " split", std::is_same_v<T, float> ? 0.0 : 0x1p-11);
     for (std::size_t i = 0; i < got[0].size(); ++i) {
       const float a = float(got[0][i]), b = float(got[1][i]);
@@ -570,7 +577,7 @@ TEST_F(quant, matvec_on_integer_data_is_exact) {
     auto xi = kiln_test::uniform_int<float>(g, static_cast<std::size_t>(M * K), -127, 127);
     for (index_t m = 0; m < M; ++m) xi[m * K + (7 * m) % K] = m % 2 ? 127.0f : -127.0f;  // max|x| = 127: x_q = x
     const auto q = kiln::quantize<S>(kiln::from_host(c, {N, K}, wi), options<S>(group, false));
-    for (const float s : q.scales().to_host()) ASSERT_EQ(s, 1.0f);
+    for (const float s : host_scales(q)) ASSERT_EQ(s, 1.0f);
     const auto x = kiln::from_host(c, {M, K}, xi);
     auto y = kiln::empty<float>(c, {M, N});
     y = kiln::matmul(x, q);
@@ -614,13 +621,13 @@ TEST_F(quant, tiled_on_integer_data_is_exact) {
     auto xi = kiln_test::uniform_int<float>(g, static_cast<std::size_t>(M * K), -127, 127);
     for (index_t m = 0; m < M; ++m) xi[m * K + (7 * m) % K] = m % 2 ? 127.0f : -127.0f;  // max|x| = 127: x_q = x
     const auto q = kiln::quantize<S>(kiln::from_host(c, {N, K}, wi), options<S>(group, true));
-    for (const float sc : q.scales().to_host()) ASSERT_NEAR(sc, 1.0f, (std::is_same_v<S, qs::ternary> ? 1e-5 : 0.0)) << what;
+    for (const float sc : host_scales(q)) ASSERT_NEAR(sc, 1.0f, (std::is_same_v<S, qs::ternary> ? 1e-5 : 0.0)) << what;
     const auto x = kiln::from_host(c, {M, K}, xi);
     auto y = kiln::empty<float>(c, {M, N});
     EXPECT_EQ(kiln::kernel_variant(kiln::matmul(x, q)), "vulkan.quant.tiled" + dot_suffix(c)) << what;
     y = kiln::matmul(x, q);
     const auto yh = y.to_host();
-    const auto scales = q.scales().to_host();
+    const auto scales = host_scales(q);
     for (index_t m = 0; m < M; ++m) {
       for (index_t n = 0; n < N; ++n) {
         std::int64_t isum = 0;
@@ -666,7 +673,7 @@ TEST_F(quant, matvec_fuses_its_prologue_and_a_bias_then_gelu_epilogue) {
   EXPECT_EQ(c.kernels_launched() - before, 1u);
   std::vector<float> xs(xh.size());
   for (std::size_t i = 0; i < xh.size(); ++i) xs[i] = xh[i] * 0.5f;
-  qref ref = ref_qmatmul<qs::int8>(xs, M, K, q.codes().to_host(), q.scales().to_host(), q.layout());
+  qref ref = ref_qmatmul<qs::int8>(xs, M, K, q.codes().to_host(), host_scales(q), q.layout());
   for (std::size_t i = 0; i < ref.value.size(); ++i) {
     const double v = ref.value[i] + bh[i % N];
     ref.value[i] = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
@@ -679,7 +686,7 @@ TEST_F(quant, matvec_fuses_its_prologue_and_a_bias_then_gelu_epilogue) {
   const std::uint64_t b2 = c.kernels_launched();
   h = kiln::cast<kiln::half>(kiln::bitlinear(x, qt, bias));
   EXPECT_EQ(c.kernels_launched() - b2, 1u);
-  qref rt = ref_qmatmul<qs::ternary>(xh, M, K, qt.codes().to_host(), qt.scales().to_host(), qt.layout());
+  qref rt = ref_qmatmul<qs::ternary>(xh, M, K, qt.codes().to_host(), host_scales(qt), qt.layout());
   for (std::size_t i = 0; i < rt.value.size(); ++i) {
     rt.value[i] += bh[i % N];
     rt.tol[i] += 0x1p-23 * std::abs(rt.value[i]);
@@ -701,13 +708,13 @@ TEST_F(quant, matvec_and_tiled_read_a_strided_x) {
     const auto xt = kiln::from_host(c, {K, M}, th);
     auto y = kiln::empty<float>(c, {M, N});
     y = kiln::matmul(kiln::transpose(xt), q);
-    expect_close(y.to_host(), ref_qmatmul<qs::int4>(xh, M, K, q.codes().to_host(), q.scales().to_host(), q.layout()),
+    expect_close(y.to_host(), ref_qmatmul<qs::int4>(xh, M, K, q.codes().to_host(), host_scales(q), q.layout()),
                  "matmul(transpose(x^T), q)");
     // a batch of rows [2, 3, K]
     auto y3 = kiln::empty<float>(c, {2, 3, N});
     const auto x3h = kiln_test::uniform(g, static_cast<std::size_t>(6 * K), -1.0f, 1.0f);
     y3 = kiln::matmul(kiln::from_host(c, {2, 3, K}, x3h), q);
-    expect_close(y3.to_host(), ref_qmatmul<qs::int4>(x3h, 6, K, q.codes().to_host(), q.scales().to_host(), q.layout()),
+    expect_close(y3.to_host(), ref_qmatmul<qs::int4>(x3h, 6, K, q.codes().to_host(), host_scales(q), q.layout()),
                  "matmul(x [2, 3, K], q)");
   }
 }
@@ -735,7 +742,7 @@ TEST_F(quant, matvec_and_tiled_give_nan_for_a_row_holding_nan_or_inf) {
     }
     expect_close(std::vector<float>(yh.begin(), yh.begin() + N),
                  ref_qmatmul<qs::int8>(std::vector<float>(xh.begin(), xh.begin() + K), 1, K, q.codes().to_host(),
-                                       q.scales().to_host(), q.layout()),
+                                       host_scales(q), q.layout()),
                  "the finite row");
     for (index_t n = 0; n < N * (M - 4); ++n) EXPECT_TRUE(std::isfinite(yh[4 * N + n])) << n;
   }
@@ -957,7 +964,7 @@ TEST_F(quant, dot_products_and_plain_multiply_adds_give_the_same_bits) {
       got[dot] = y.to_host();
     }
     const qref ref = ref_qmatmul<S>(std::vector<float>(xt.begin(), xt.end()), M, K, q.codes().to_host(),
-                                    q.scales().to_host(), q.layout());
+                                    host_scales(q), q.layout());
     expect_close(got[1], ref, what + " dot", std::is_same_v<T, float> ? 0.0 : 0x1p-11);
     ASSERT_EQ(got[0].size(), got[1].size()) << what;
     for (std::size_t i = 0; i < got[0].size(); ++i) {
@@ -1008,7 +1015,7 @@ TEST_F(quant, dot_products_on_integer_data_are_exact) {
     if (!std::is_same_v<S, qs::ternary>)
       for (index_t k = 0; k < K; ++k) wi[k] = float(S::qmax);  // row 0: all +qmax
     const auto q = kiln::quantize<S>(kiln::from_host(c, {N, K}, wi), options<S>(std::is_same_v<S, qs::int4> ? 32 : 0, true));
-    const auto scales = q.scales().to_host();
+    const auto scales = host_scales(q);
     for (const float sc : scales) ASSERT_NEAR(sc, 1.0f, (std::is_same_v<S, qs::ternary> ? 1e-5 : 0.0)) << what;
     const auto x = kiln::from_host(c, {M, K}, xi);
     kiln_test::scoped_env env("KILN_VULKAN_QUANT", (kernel + " dot").c_str());

@@ -79,7 +79,7 @@ ref_q<S> ref_quantize(const std::vector<float>& w, std::int64_t N, std::int64_t 
       for (std::int64_t gi = 0; gi < r.groups; ++gi) {
         float amax = 0;
         for (std::int64_t k = gi * r.group; k < (gi + 1) * r.group; ++k) amax = std::max(amax, std::abs(w[n * K + k]));
-        r.scales[n * r.groups + gi] = amax / float(S::qmax);
+        r.scales[n * r.groups + gi] = float(typename S::scale_type(amax / float(S::qmax)));  // int4: stored as f16
         const float inv = amax > 0 ? float(S::qmax) / amax : 0.0f;
         for (std::int64_t k = gi * r.group; k < (gi + 1) * r.group; ++k) {
           const double v = rne(double(w[n * K + k] * inv));
@@ -120,8 +120,8 @@ void expect_codes(const kiln::qtensor<S, B>& qt, const ref_q<S>& r, const std::s
   const auto sc = qt.scales().to_host();
   ASSERT_EQ(sc.size(), r.scales.size()) << what;
   for (std::size_t i = 0; i < sc.size(); ++i) {
-    if (sc[i] != r.scales[i]) {
-      ADD_FAILURE() << what << ": scale " << i << " is " << sc[i] << ", want " << r.scales[i];
+    if (float(sc[i]) != r.scales[i]) {
+      ADD_FAILURE() << what << ": scale " << i << " is " << float(sc[i]) << ", want " << r.scales[i];
       return;
     }
   }
@@ -245,6 +245,13 @@ TYPED_TEST(quant_test, bad_weights_and_options) {
   EXPECT_TRUE(has(m, "quantize<ternary>")) << m;
   m = message_of<kiln::value_error>([&] { (void)kiln::quantize<q::ternary>(ti, {.per_row = true}); });
   EXPECT_TRUE(has(m, "w[2, 0:64]")) << m;
+  // int4's f16 scales: a group whose max|w| / 7 passes 65504 is refused, not stored as inf
+  // (int8's float scales take it)
+  w[2 * 64 + 40] = 1e6f;
+  auto tb = kiln::from_host(c, {4, 64}, std::span<const float>(w));
+  m = message_of<kiln::value_error>([&] { (void)kiln::quantize<q::int4>(tb); });
+  EXPECT_TRUE(has(m, "quantize<int4>") && has(m, "w[2, 32:64]") && has(m, "f16 scale")) << m;
+  EXPECT_EQ(float(kiln::quantize<q::int8>(tb, {.group = 32}).scales().to_host()[5]), 1e6f / 127.0f);
 
   auto w96 = kiln::full(c, {2, 96}, 1.0f);
   m = message_of<kiln::shape_error>([&] { (void)kiln::quantize<q::int4>(w96, {.group = 64}); });
@@ -504,7 +511,7 @@ TYPED_TEST(quant_test, padding_past_the_last_group_reads_no_scale) {
   const auto hw = uniform(g, static_cast<std::size_t>(N * K), -1.0f, 1.0f);
   const auto qt = kiln::quantize<q::int4>(kiln::from_host(c, {N, K}, std::span<const float>(hw)), {.group = 32});
   ASSERT_EQ(qt.scales().shape(), (kiln::shape{N, 3}));
-  auto big = kiln::full(c, {N + 1, 3}, std::numeric_limits<float>::quiet_NaN());
+  auto big = kiln::full(c, {N + 1, 3}, kiln::half(std::numeric_limits<float>::quiet_NaN()));  // int4's scales are f16
   auto view = kiln::slice(big, 0, 0, N);
   view = qt.scales();
   const kiln::qtensor<q::int4, TypeParam> q2(qt.codes(), view, qt.layout());
@@ -684,10 +691,10 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
       std::vector<std::int8_t> x(static_cast<std::size_t>(R * K));
       for (auto& v : x) v = static_cast<std::int8_t>(uniform_int<int>(g, 1, -127, 127)[0]);
       const std::int64_t G = gsub ? K / (gsub * 32) : 1;
-      std::vector<float> sc(static_cast<std::size_t>(C * G));
+      std::vector<typename S::scale_type> sc(static_cast<std::size_t>(C * G));  // (int4: f16)
       for (auto& s : sc) s = float(uniform_int<int>(g, 1, 1, 4)[0]);
       const std::uint8_t* wp[C];
-      const float* sp[C];
+      const typename S::scale_type* sp[C];
       const std::int8_t* xp[R];
       for (int cc = 0; cc < C; ++cc) {
         wp[cc] = w.data() + cc * chunks * 32;
@@ -709,7 +716,7 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
             long long s = 0;
             const std::int64_t gk = gsub ? gsub * 32 : K;
             for (std::int64_t k = gi * gk; k < (gi + 1) * gk; ++k) s += (long long)(cq::code_at<S>(wp[cc], k) - S::offset) * xp[r][k];
-            want += double(s) * (gsub ? double(sp[cc][gi]) : 1.0);
+            want += double(s) * (gsub ? double(float(sp[cc][gi])) : 1.0);
           }
           ASSERT_EQ(double(out[r][cc]), want) << name << " " << S::name << " R " << R << " gsub " << gsub << " [" << r << ", " << cc << "]";
         }
@@ -742,7 +749,7 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
       std::vector<std::int8_t> x(static_cast<std::size_t>(pn::MR * K));
       for (auto& v : x) v = static_cast<std::int8_t>(uniform_int<int>(g, 1, -127, 127)[0]);
       const std::int64_t G = gsub ? K / (gsub * 32) : 1;
-      std::vector<float> sc(static_cast<std::size_t>(nc * G));
+      std::vector<typename S::scale_type> sc(static_cast<std::size_t>(nc * G));
       for (auto& s : sc) s = float(uniform_int<int>(g, 1, 1, 4)[0]);
       std::vector<std::uint8_t> pan(static_cast<std::size_t>(K * pn::NP + 64));
       auto* pa = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(pan.data()) + 63) / 64 * 64);
@@ -768,7 +775,7 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
             long long s = 0;
             const std::int64_t gk = gsub ? gsub * 32 : K;
             for (std::int64_t k = gi * gk; k < (gi + 1) * gk; ++k) s += (long long)(cq::code_at<S>(wr, k) - S::offset) * xp[r][k];
-            want += double(s) * (gsub ? double(sc[cc * G + gi]) : 1.0);
+            want += double(s) * (gsub ? double(float(sc[cc * G + gi])) : 1.0);
           }
           ASSERT_EQ(double(out[r * pn::NP + cc]), want) << "panels " << S::name << " nc " << nc << " gsub " << gsub << " [" << r << ", " << cc << "]";
         }

@@ -27,6 +27,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kiln/core/half.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/ops/quant/scheme.hpp"
 
@@ -56,6 +57,20 @@ using isa_best = isa_portable;
 /// Sub-vectors of 32 weights per 32-byte chunk.
 template <class Scheme>
 inline constexpr int planes = 8 / Scheme::bits;
+
+/// The scales' element type of Scheme (int4: f16).
+template <class Scheme>
+using scale_t = typename Scheme::scale_type;
+
+/// A stored scale as a float.
+inline float scale_value(float s) noexcept { return s; }
+inline float scale_value(half s) noexcept {
+#if defined(__F16C__) && defined(__AVX2__)  // (immintrin.h is included with AVX2)
+  return _cvtsh_ss(s.bits);
+#else
+  return float(s);
+#endif
+}
 
 /// Activation sub-vectors of 32 weights each up to this many are summed in int32 before
 /// they are added into a float (per-row scales: int32 lanes stay far from overflow).
@@ -101,7 +116,7 @@ inline index_t segments(index_t Kp, index_t gsub) noexcept {
 /// of a few KiB are too short for the hardware prefetcher to reach full speed on its own.
 template <class Scheme, int R, int C>
 void qdot(isa_portable, const std::uint8_t* const* w, const std::int8_t* const* x, index_t chunks, index_t gsub,
-          const float* const* sc, index_t groups, float (&out)[R][C], const std::int32_t* const* = nullptr,
+          const scale_t<Scheme>* const* sc, index_t groups, float (&out)[R][C], const std::int32_t* const* = nullptr,
           const std::uint8_t* const* = nullptr) {
   const index_t K = chunks * Scheme::chunk;
   const index_t group = gsub > 0 ? gsub * 32 : flush_planes * 32;
@@ -113,7 +128,7 @@ void qdot(isa_portable, const std::uint8_t* const* w, const std::int8_t* const* 
         const index_t g1 = g0 + group < K ? g0 + group : K;
         for (index_t k = g0; k < g1; ++k) acc += (code_at<Scheme>(w[c], k) - Scheme::offset) * int(x[r][k]);
         if (gsub > 0 && gi >= groups) break;  // padding only
-        f += float(acc) * (gsub > 0 ? sc[c][gi] : 1.0f);
+        f += float(acc) * (gsub > 0 ? scale_value(sc[c][gi]) : 1.0f);
       }
       out[r][c] = f;
     }
@@ -176,7 +191,7 @@ inline __m256i dot_signed(__m256i acc, __m256i u, __m256i x) noexcept {
 template <class Scheme, int R, int C, class Isa>
   requires(!std::is_same_v<Isa, isa_portable>)
 void qdot(Isa, const std::uint8_t* const* w, const std::int8_t* const* x, index_t chunks, index_t gsub,
-          const float* const* sc, index_t groups, float (&out)[R][C], const std::int32_t* const* xoff,
+          const scale_t<Scheme>* const* sc, index_t groups, float (&out)[R][C], const std::int32_t* const* xoff,
           const std::uint8_t* const* next = nullptr) {
   using namespace simd256;
   constexpr int P = planes<Scheme>;
@@ -201,7 +216,7 @@ void qdot(Isa, const std::uint8_t* const* w, const std::int8_t* const* x, index_
   start();
   const auto flush = [&] {
     for (int c = 0; c < C && !(grouped && g >= groups); ++c) {  // (a segment of padding only: 0)
-      const __m256 s = _mm256_set1_ps(grouped ? sc[c][g] : 1.0f);
+      const __m256 s = _mm256_set1_ps(grouped ? scale_value(sc[c][g]) : 1.0f);
       for (int r = 0; r < R; ++r) fa[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), s, fa[r][c]);
     }
     cnt = 0;

@@ -306,6 +306,12 @@ void rows(const std::uint8_t* w, index_t row_bytes, index_t rows, const std::int
 // end. Each product of an int32 sum with its scale is rounded once, as in dot.hpp; the
 // additions run in another order (16 lanes, plane by plane).
 
+/// The scales of lanes m (16 at most) from s as floats, 0 elsewhere.
+inline __m512 load_scales(__mmask16 m, const float* s) noexcept { return _mm512_maskz_loadu_ps(m, s); }
+inline __m512 load_scales(__mmask16 m, const half* s) noexcept {  // int4's f16 scales
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s));
+}
+
 /// Sub-vectors of 32 weights per group: 1, 2 or 4.
 inline constexpr int max_gsub = 4;
 
@@ -402,7 +408,7 @@ inline void grouped_sums(const std::uint8_t* w, index_t stride, const __m512 (&s
 /// time as rows() does: xs from arrange(), xo from arrange_offsets(). Fetches ahead as
 /// rows() does (the scales too), up to row `rows + ahead`.
 template <class Scheme>
-void grouped_rows(const std::uint8_t* w, index_t row_bytes, index_t rows, const float* scales, index_t sstride,
+void grouped_rows(const std::uint8_t* w, index_t row_bytes, index_t rows, const scale_t<Scheme>* scales, index_t sstride,
                   index_t groups, index_t gsub, const std::int8_t* xs, const std::int32_t* xo, index_t chunks,
                   float* out, index_t ahead = 0) noexcept {
   constexpr int P = planes<Scheme>;
@@ -414,7 +420,7 @@ void grouped_rows(const std::uint8_t* w, index_t row_bytes, index_t rows, const 
     const index_t stride = rows < C ? 0 : row_bytes, sc_stride = rows < C ? 0 : sstride;
     const bool pf = rows >= C && n0 + (ahead_tiles + 1) * C <= rows + ahead;
     const std::uint8_t* const wt = w + first * row_bytes;
-    const float* const st = scales + first * sstride;
+    const scale_t<Scheme>* const st = scales + first * sstride;
     __m512 acc[C][P];
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c)
@@ -426,7 +432,7 @@ void grouped_rows(const std::uint8_t* w, index_t row_bytes, index_t rows, const 
       __m512 sv[C];
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
-        sv[c] = _mm512_maskz_loadu_ps(m, st + c * sc_stride + g0);
+        sv[c] = load_scales(m, st + c * sc_stride + g0);
         if (pf) _mm_prefetch(reinterpret_cast<const char*>(st + (ahead_tiles * C + c) * sc_stride + g0), _MM_HINT_T1);
       }
       const index_t j1 = std::min(all, j0 + bp), jw = std::min(j1, pairs);

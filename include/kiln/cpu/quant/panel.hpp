@@ -43,7 +43,7 @@ inline constexpr int NP = 32;
 /// Columns past nc get the code worth 0. grouped: the columns' scales too, per group the
 /// 32 of them (0 past nc) at sdst (groups * NP floats).
 template <class Scheme>
-void pack(const std::uint8_t* codes, index_t row_bytes, index_t chunks, index_t n0, index_t nc, const float* scales,
+void pack(const std::uint8_t* codes, index_t row_bytes, index_t chunks, index_t n0, index_t nc, const scale_t<Scheme>* scales,
           index_t sstride, index_t groups, bool grouped, std::uint8_t* dst, float* sdst) noexcept {
   constexpr int P = planes<Scheme>;
   const index_t steps = chunks * Scheme::chunk / 4;
@@ -90,7 +90,7 @@ void pack(const std::uint8_t* codes, index_t row_bytes, index_t chunks, index_t 
   }
   if (grouped) {
     for (index_t g = 0; g < groups; ++g) {
-      for (index_t c = 0; c < NP; ++c) sdst[g * NP + c] = c < nc ? scales[(n0 + c) * sstride + g] : 0.0f;
+      for (index_t c = 0; c < NP; ++c) sdst[g * NP + c] = c < nc ? scale_value(scales[(n0 + c) * sstride + g]) : 0.0f;
     }
   }
 }

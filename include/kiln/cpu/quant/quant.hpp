@@ -46,7 +46,7 @@ inline const std::uint8_t* code_row(const Tn& codes, const quant_layout& l, inde
 
 /// Scales of row n (one per group; the same line for every row when per tensor).
 template <class Tn>
-inline const float* scale_row(const Tn& scales, const quant_layout& l, index_t n) {
+inline const auto* scale_row(const Tn& scales, const quant_layout& l, index_t n) {
   return scales.data() + n * l.scale_row_stride();
 }
 
@@ -75,7 +75,7 @@ void pack_row(const float* w, const float* inv, const quant_layout& l, std::uint
 
 /// Row n of the weight as floats: (code - offset) * scale.
 template <class Scheme>
-void unpack_row(const std::uint8_t* row, const float* scale, const quant_layout& l, float* dst) {
+void unpack_row(const std::uint8_t* row, const scale_t<Scheme>* scale, const quant_layout& l, float* dst) {
   constexpr int P = planes<Scheme>;
   constexpr unsigned mask = (1u << Scheme::bits) - 1;
   for (index_t c = 0; c < l.chunks; ++c) {
@@ -84,7 +84,7 @@ void unpack_row(const std::uint8_t* row, const float* scale, const quant_layout&
       const index_t n = std::min<index_t>(32, l.K - k0);
       for (index_t j = 0; j < n; ++j) {
         const int code = int((unsigned(row[c * 32 + j]) >> (Scheme::bits * p)) & mask) - Scheme::offset;
-        dst[k0 + j] = float(code) * scale[(k0 + j) / l.group];
+        dst[k0 + j] = float(code) * scale_value(scale[(k0 + j) / l.group]);
       }
     }
   }
@@ -177,10 +177,10 @@ inline constexpr index_t matvec_task_rows = 256;
 /// tile past the end repeats its last row; those results are dropped by the caller).
 template <class Scheme, class Isa, int R>
 void tile(Isa isa, const std::int8_t* xq, const std::int32_t* xoff, index_t Kp, index_t m0, index_t m_end,
-          const std::uint8_t* codes, index_t row_bytes, const float* scales, index_t scale_stride, index_t groups,
+          const std::uint8_t* codes, index_t row_bytes, const scale_t<Scheme>* scales, index_t scale_stride, index_t groups,
           index_t n0, index_t n_end, index_t chunks, index_t gsub, float (&out)[R][4]) {
   const std::uint8_t* w[4];
-  const float* sc[4];
+  const scale_t<Scheme>* sc[4];
   const std::int8_t* x[R];
   const std::int32_t* xo[R];
   const index_t nseg = segments(Kp, gsub);
@@ -361,7 +361,7 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
           pn::pack<Scheme>(wbytes, row_bytes, l.chunks, n0 + p * pn::NP, std::min<index_t>(pn::NP, nn - p * pn::NP),
                            scales.data(), sstride, l.groups, grouped, pan + p * pbytes, psc + p * sfloats);
         }
-        for (index_t n = n0; n < n1; ++n) rs[n - n0] = grouped ? 1.0f : scales.data()[n * sstride];
+        for (index_t n = n0; n < n1; ++n) rs[n - n0] = grouped ? 1.0f : scale_value(scales.data()[n * sstride]);
         for (index_t m = m0; m < m1; m += pn::MR) {
           const std::int8_t* xr[pn::MR];
           const std::int32_t* xo[pn::MR];
@@ -411,14 +411,14 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
         std::byte* mem = cpu_scheduler::scratch(sizeof(float) * std::size_t((nn + 15) / 16 * 16) + sizeof(R_t) * std::size_t(nn));
         float* o = reinterpret_cast<float*>(mem);
         R_t* res = reinterpret_cast<R_t*>(o + (nn + 15) / 16 * 16);
-        const float* sc = scales.data();
+        const auto* sc = scales.data();
         if (gsub > 0) {
           matvec::grouped_rows<Scheme>(wbytes + n0 * row_bytes, row_bytes, nn, sc + n0 * sstride, sstride, l.groups, gsub,
                                        xs.get(), xa.get(), l.chunks, o);
           for (index_t n = 0; n < nn; ++n) res[n] = static_cast<R_t>(o[n] * s0);
         } else {
           matvec::rows<Scheme>(wbytes + n0 * row_bytes, row_bytes, nn, xs.get(), l.chunks, xoff.get(), o);
-          for (index_t n = 0; n < nn; ++n) res[n] = static_cast<R_t>(o[n] * sc[(n0 + n) * sstride] * s0);
+          for (index_t n = 0; n < nn; ++n) res[n] = static_cast<R_t>(o[n] * scale_value(sc[(n0 + n) * sstride]) * s0);
         }
         if (direct) std::copy(res, res + nn, direct + n0);
         else io.store(n0, n1, res);
@@ -437,7 +437,7 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
       const index_t nn = n1 - n0;
       std::unique_ptr<R_t[]> res(new R_t[static_cast<std::size_t>((m1 - m0) * nn)]);
       const auto put = [&](index_t m, index_t n, float v) {
-        const float rs = gsub ? 1.0f : scales.data()[n * sstride];  // one scale per row (or tensor): applied here
+        const float rs = gsub ? 1.0f : scale_value(scales.data()[n * sstride]);  // one scale per row (or tensor): applied here
         res[static_cast<std::size_t>((m - m0) * nn + (n - n0))] = static_cast<R_t>(v * rs * sx[m]);
       };
       for (index_t n = n0; n < n1; n += 4) {

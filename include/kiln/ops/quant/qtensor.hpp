@@ -24,10 +24,12 @@ class qtensor {
  public:
   using scheme_type = Scheme;
   using backend_type = B;
+  /// The scales' element type: float, or kiln::half for int4 (ops/quant/scheme.hpp).
+  using scale_type = typename Scheme::scale_type;
 
   qtensor() = default;
   /// From its parts (kiln::quantize builds them); checks that they agree.
-  qtensor(tensor<std::int32_t, B> codes, tensor<float, B> scales, detail::quant_layout layout)
+  qtensor(tensor<std::int32_t, B> codes, tensor<scale_type, B> scales, detail::quant_layout layout)
       : codes_(std::move(codes)), scales_(std::move(scales)), layout_(layout) {
     const auto bad = [&](const std::string& why) {
       throw shape_error("kiln::qtensor<" + std::string(Scheme::name) + ">: " + why + " (codes " + codes_.describe() +
@@ -50,11 +52,11 @@ class qtensor {
   index_t group_size() const noexcept { return layout_.group; }
   bool per_tensor() const noexcept { return layout_.per_tensor; }
   const tensor<std::int32_t, B>& codes() const noexcept { return codes_; }
-  const tensor<float, B>& scales() const noexcept { return scales_; }
+  const tensor<scale_type, B>& scales() const noexcept { return scales_; }
   const detail::quant_layout& layout() const noexcept { return layout_; }
   /// Bytes held (codes and scales).
   std::size_t bytes() const noexcept {
-    return std::size_t(codes_.numel()) * 4 + std::size_t(scales_.numel()) * 4;
+    return std::size_t(codes_.numel()) * 4 + std::size_t(scales_.numel()) * sizeof(scale_type);
   }
   kiln::context<B> context() const { return codes_.context(); }
 
@@ -67,7 +69,7 @@ class qtensor {
 
  private:
   tensor<std::int32_t, B> codes_;
-  tensor<float, B> scales_;
+  tensor<scale_type, B> scales_;
   detail::quant_layout layout_;
 };
 

@@ -112,7 +112,8 @@ qtensor<Scheme, B> quantize(const tensor<T, B>& w, const quant_options& o = {}) 
   const detail::quant_layout l = detail::quant_layout_for<Scheme>(N, K, o, w.describe());
   const context<B> ctx = w.context();
   const kiln::shape scale_shape = l.per_tensor ? kiln::shape{1, 1} : kiln::shape{N, l.groups};
-  std::vector<float> scales(static_cast<std::size_t>(scale_shape.numel()), 0.0f);
+  using St = typename Scheme::scale_type;
+  std::vector<St> scales(static_cast<std::size_t>(scale_shape.numel()), St(0.0f));
   std::vector<float> inv(scales.size(), 0.0f);
   if (N > 0 && K > 0) {
     const tensor<T, B> wc = w.is_contiguous() ? w : w.clone();
@@ -125,17 +126,23 @@ qtensor<Scheme, B> quantize(const tensor<T, B>& w, const quant_options& o = {}) 
     }
     const std::vector<float> a = stat.to_host();
     for (std::size_t i = 0; i < a.size(); ++i) {
-      if (!std::isfinite(a[i])) {
+      const auto where = [&] {
         const index_t row = l.per_tensor ? -1 : index_t(i) / l.groups, g = l.per_tensor ? 0 : index_t(i) % l.groups;
-        const std::string where = l.per_tensor ? "w" : "w[" + std::to_string(row) + ", " + std::to_string(g * l.group) + ":" +
-                                                           std::to_string((g + 1) * l.group) + "]";
-        throw value_error(op + ": " + where + " holds a NaN or infinite weight (" + w.describe() + ")");
+        return l.per_tensor ? std::string("w")
+                            : "w[" + std::to_string(row) + ", " + std::to_string(g * l.group) + ":" + std::to_string((g + 1) * l.group) + "]";
+      };
+      if (!std::isfinite(a[i])) {
+        throw value_error(op + ": " + where() + " holds a NaN or infinite weight (" + w.describe() + ")");
       }
       if constexpr (std::is_same_v<Scheme, quant::ternary>) {
         scales[i] = a[i];
         inv[i] = a[i] + o.eps > 0.0f ? 1.0f / (a[i] + o.eps) : 0.0f;
       } else {
-        scales[i] = a[i] / float(Scheme::qmax);
+        scales[i] = St(a[i] / float(Scheme::qmax));  // int4: rounded to f16 (the codes keep the float scale's)
+        if (!std::isfinite(float(scales[i]))) {
+          throw value_error(op + ": " + where() + " has max|w| = " + std::to_string(a[i]) + ", past what an f16 scale holds (" +
+                            std::to_string(65504.0f * float(Scheme::qmax)) + ") (" + w.describe() + ")");
+        }
         inv[i] = a[i] > 0.0f ? float(Scheme::qmax) / a[i] : 0.0f;
       }
     }

@@ -8,8 +8,11 @@
 //          backend hold them without 8-bit storage). A stored code is unsigned: the
 //          signed code plus the scheme's offset, so a padded position (code = offset)
 //          is worth 0.
-//   scales float [N, G]: one per group of `group` weights along K (G = K / group); one
-//          per row is G = 1; one per tensor (ternary's default) is [1, 1].
+//   scales [N, G] of the scheme's scale_type: one per group of `group` weights along K
+//          (G = K / group); one per row is G = 1; one per tensor (ternary's default) is
+//          [1, 1]. int8 and ternary keep them as float; int4 as f16 (kiln::half), as
+//          GGUF's Q4_0 does: with a scale per 32 weights, f32 scales were a fifth of the
+//          bytes a decode step streams (0.625 bytes a weight against 0.5625).
 // The value of weight (n, k) is (stored code - offset) * scale.
 //
 // Byte j (0..31) of chunk c of a row holds:
@@ -22,7 +25,11 @@
 // Quantizing (round half to even, as torch.round):
 //   int8, int4  symmetric absmax per group: scale = max|w| / qmax (qmax 127, 7),
 //               code = clamp(round(w * (qmax / max|w|)), -qmax, qmax); an all-zero group
-//               has scale 0 and codes 0.
+//               has scale 0 and codes 0. int4 stores the scale rounded to f16 (to
+//               nearest even; the codes are those of the float scale): a relative
+//               change of at most 2^-11, under a 4-bit code's own error by far. A group
+//               whose max|w| / 7 passes f16's range (65504) throws kiln::value_error; one
+//               below 2^-14 keeps an f16 subnormal scale (2^-24 steps).
 //   ternary     BitNet b1.58 absmean: gamma = mean(|w|) over the tensor (or each row),
 //               code = clamp(round(w * (1 / (gamma + eps))), -1, 1), scale = gamma.
 // (Multiplying by a reciprocal computed once per group, not dividing per weight: both
@@ -33,6 +40,7 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/core/half.hpp"
 #include "kiln/core/shape.hpp"
 
 namespace kiln {
@@ -47,6 +55,7 @@ struct int8 {
   static constexpr int qmax = 127;
   static constexpr int chunk = 32;          // weights per 32-byte chunk
   static constexpr int default_group = 0;   // per row
+  using scale_type = float;
 };
 
 /// 4-bit codes (two per byte), symmetric absmax per group of 32, 64 or 128 weights.
@@ -57,6 +66,7 @@ struct int4 {
   static constexpr int qmax = 7;
   static constexpr int chunk = 64;
   static constexpr int default_group = 32;
+  using scale_type = half;  // f16, as GGUF's Q4_0
 };
 
 /// BitNet b1.58 ternary codes (-1, 0, 1; four per byte), absmean scale per tensor (or
@@ -68,6 +78,7 @@ struct ternary {
   static constexpr int qmax = 1;
   static constexpr int chunk = 128;
   static constexpr int default_group = 0;
+  using scale_type = float;
 };
 
 }  // namespace quant
