@@ -296,6 +296,25 @@ inline void micro_t(index_t kc, const float* __restrict w, index_t lda, const fl
   }
 }
 
+#if defined(__AVX512F__)
+/// Lane i: the sum of v[i]'s 16 lanes. Four levels of pairs: at each, two vectors' lanes
+/// are added in adjacent pairs (even and odd lanes gathered by two vpermt2ps), so that a
+/// level halves the vectors and the lanes each source keeps, in order: 15 x (2
+/// permutations + 1 addition) for 16 sums, where a horizontal sum each takes 8.
+inline __m512 sum16(__m512 (&v)[16]) noexcept {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#pragma GCC unroll 4
+  for (int n = 16; n > 1; n /= 2) {
+#pragma GCC unroll 8
+    for (int i = 0; i < n / 2; ++i) {
+      v[i] = _mm512_add_ps(_mm512_permutex2var_ps(v[2 * i], even, v[2 * i + 1]), _mm512_permutex2var_ps(v[2 * i], odd, v[2 * i + 1]));
+    }
+  }
+  return v[0];
+}
+#endif
+
 /// out[r * ldo + j] = sum_k a[r * K + k] * b[j * bcs + k] for r < R, j < NB: R rows of
 /// A (contiguous floats, K long) against NB k-contiguous columns of B. With next, the
 /// NB columns from next (same strides: the caller's next ones) are fetched into the L2
@@ -333,11 +352,35 @@ inline void dot(index_t K, const float* __restrict a, const U* __restrict b, ind
       for (int r = 0; r < R; ++r) acc[r][j] = vfma<A>(av[r], bv, acc[r][j]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < NB; ++j) {
-      float s = vsum<A>(acc[r][j]);
-      for (index_t t = k; t < K; ++t) s += a[r * K + t] * static_cast<float>(b[j * bcs + t]);
-      out[r * ldo + j] = s;
+#if defined(__AVX512F__)
+  if constexpr (simd::is_avx512<A>) {
+    // the R x NB lane sums sixteen at a time (sum16), not one horizontal sum each (one
+    // Zen 4 core, 8 rows against f16 [90, 2048] from the L2 in 4 x 6 groups: 1-8% faster,
+    // median 3%); every R and NB alike, so that a column's sum does not depend on the
+    // group it ran in
+    alignas(64) float sums[(R * NB + 15) / 16 * 16];
+    for (int c = 0; c < R * NB; c += 16) {
+      __m512 v[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) v[i] = c + i < R * NB ? __m512(acc[(c + i) / NB][(c + i) % NB]) : _mm512_setzero_ps();
+      _mm512_store_ps(sums + c, sum16(v));
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < NB; ++j) {
+        float s = sums[r * NB + j];
+        for (index_t t = k; t < K; ++t) s += a[r * K + t] * static_cast<float>(b[j * bcs + t]);
+        out[r * ldo + j] = s;
+      }
+    }
+  } else
+#endif
+  {
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < NB; ++j) {
+        float s = vsum<A>(acc[r][j]);
+        for (index_t t = k; t < K; ++t) s += a[r * K + t] * static_cast<float>(b[j * bcs + t]);
+        out[r * ldo + j] = s;
+      }
     }
   }
 }
