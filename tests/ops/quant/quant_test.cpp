@@ -164,6 +164,17 @@ TYPED_TEST(quant_test, int4_codes_and_scales) {
   check_quantize<q::int4, TypeParam>(7, 32);  // half a chunk: the high nibbles are padding
   check_quantize<q::int4, TypeParam>(5, 96);
   for (int g : {32, 64, 128}) check_quantize<q::int4, TypeParam>(6, 384, {.group = g});
+  // the f16 scales at both ends of their range: groups of tiny weights (max|w| / 7 an f16
+  // subnormal, or 0 where it rounds there), and max|w| up to 7 x 65504 (the largest scale)
+  auto g = rng();
+  std::vector<float> w = uniform(g, 4 * 64, -1.0f, 1.0f);
+  for (int k = 0; k < 32; ++k) {
+    w[k] *= 1e-5f;            // scale ~1.4e-6: subnormal
+    w[32 + k] *= 1e-7f;       // ~1.4e-8: rounds to 0 (codes stay, worth 0)
+    w[64 + k] *= 458000.0f;   // ~65400: the top of the range
+    w[96 + k] *= 3e-3f;       // ~4e-4: normal
+  }
+  check_quantize<q::int4, TypeParam>(4, 64, {}, w);
 }
 
 TYPED_TEST(quant_test, ternary_codes_and_scales) {
