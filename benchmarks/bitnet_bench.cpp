@@ -230,18 +230,17 @@ void decode(benchmark::State& state, int threads, table_dtype t) {
   const double head = m.lm_head().bytes();
   state.counters["tok/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
   kiln_bench::set_bytes(state, bytes);
-  if (const double copy_gbs = median_rate(copy_rates(), threads); copy_gbs > 0.0 && state.iterations() > 0) {
-    const double bound = bytes / (copy_gbs * 1e9), per_token = seconds / double(state.iterations());
-    state.counters["copy_GB/s"] = copy_gbs;
-    state.counters["bound_ms"] = bound * 1e3;
-    state.counters["bound_share"] = bound / per_token;
-  }
-  if (const double read_gbs = median_rate(read_rates(), threads); read_gbs > 0.0 && state.iterations() > 0) {
-    const double bound = bytes / (read_gbs * 1e9), per_token = seconds / double(state.iterations());
-    state.counters["read_GB/s"] = read_gbs;
-    state.counters["read_bound_ms"] = bound * 1e3;
-    state.counters["read_share"] = bound / per_token;
-  }
+  // the bound of each rate measured before (copy: read plus written; read: read only)
+  const auto bound_counters = [&](rate_runs& rates, const char* rate, const char* bound_ms, const char* share) {
+    const double gbs = median_rate(rates, threads);
+    if (gbs <= 0.0 || state.iterations() == 0) return;
+    const double bound = bytes / (gbs * 1e9), per_token = seconds / double(state.iterations());
+    state.counters[rate] = gbs;
+    state.counters[bound_ms] = bound * 1e3;
+    state.counters[share] = bound / per_token;
+  };
+  bound_counters(copy_rates(), "copy_GB/s", "bound_ms", "bound_share");
+  bound_counters(read_rates(), "read_GB/s", "read_bound_ms", "read_share");
   if (ctx(threads).profiling()) {  // KILN_PROFILE=1: where four decode steps' time goes, on stderr
     ctx(threads).clear_profile();
     for (int i = 0; i < 4; ++i) step();

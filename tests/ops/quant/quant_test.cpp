@@ -175,6 +175,12 @@ TYPED_TEST(quant_test, int4_codes_and_scales) {
     w[96 + k] *= 3e-3f;       // ~4e-4: normal
   }
   check_quantize<q::int4, TypeParam>(4, 64, {}, w);
+  const auto sc = kiln::quantize<q::int4>(kiln::from_host(ctx<TypeParam>(), {4, 64}, std::span<const float>(w))).scales().to_host();
+  EXPECT_GT(float(sc[0]), 0.0f);
+  EXPECT_LT(float(sc[0]), 0x1p-14f);  // subnormal
+  EXPECT_EQ(float(sc[1]), 0.0f);
+  EXPECT_GT(float(sc[2]), 60000.0f);
+  EXPECT_LE(float(sc[2]), 65504.0f);
 }
 
 TYPED_TEST(quant_test, ternary_codes_and_scales) {

@@ -139,9 +139,11 @@ qtensor<Scheme, B> quantize(const tensor<T, B>& w, const quant_options& o = {}) 
         inv[i] = a[i] + o.eps > 0.0f ? 1.0f / (a[i] + o.eps) : 0.0f;
       } else {
         scales[i] = St(a[i] / float(Scheme::qmax));  // int4: rounded to f16 (the codes keep the float scale's)
-        if (!std::isfinite(float(scales[i]))) {
-          throw value_error(op + ": " + where() + " has max|w| = " + std::to_string(a[i]) + ", past what an f16 scale holds (" +
-                            std::to_string(65504.0f * float(Scheme::qmax)) + ") (" + w.describe() + ")");
+        if constexpr (std::is_same_v<St, half>) {
+          if (!std::isfinite(float(scales[i]))) {
+            throw value_error(op + ": " + where() + " has max|w| = " + std::to_string(a[i]) + ", past what an f16 scale holds (" +
+                              std::to_string(65504.0f * float(Scheme::qmax)) + ") (" + w.describe() + ")");
+          }
         }
         inv[i] = a[i] > 0.0f ? float(Scheme::qmax) / a[i] : 0.0f;
       }
