@@ -752,12 +752,11 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
     check(q::int4{}, isa, name, one_row);
     check(q::ternary{}, isa, name, one_row);
   };
-#if defined(KILN_QUANT_HAS_PANELS)
-  // the column panels: random codes over the whole range packed for 32 and for 5 weight
-  // rows (the rest padding), 6 activation rows, every grouping
-  const auto panels = [&](auto scheme, std::int64_t nc) {
+  // the column panels: random codes over the whole range packed for a whole panel and for
+  // 5 weight rows (the rest padding), MR activation rows, every grouping
+  [[maybe_unused]] const auto panels = [&](auto kernel, auto scheme, std::int64_t nc) {
     using S = decltype(scheme);
-    namespace pn = cq::panel;
+    using pn = decltype(kernel);
     const std::int64_t chunks = 5, K = chunks * S::chunk;
     for (std::int64_t gsub : {std::int64_t(0), std::int64_t(1), std::int64_t(2), std::int64_t(4)}) {
       if (gsub && K % (gsub * 32)) continue;
@@ -773,7 +772,7 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
       std::vector<std::uint8_t> pan(static_cast<std::size_t>(K * pn::NP + 64));
       auto* pa = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(pan.data()) + 63) / 64 * 64);
       std::vector<float> psc(static_cast<std::size_t>(G * pn::NP));
-      pn::pack<S>(w.data(), chunks * 32, chunks, 0, nc, sc.data(), G, G, gsub > 0, pa, psc.data());
+      pn::template pack<S>(w.data(), chunks * 32, chunks, std::int64_t(0), nc, sc.data(), G, G, gsub > 0, pa, psc.data());
       const std::int64_t nseg = cq::segments(K, gsub);
       std::vector<std::int32_t> xo(static_cast<std::size_t>(pn::MR * nseg));
       const std::int8_t* xp[pn::MR];
@@ -784,8 +783,8 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
         cq::segment_offsets<S>(xp[r], K, gsub, xo.data() + r * nseg);
       }
       float out[pn::MR * pn::NP];
-      if (gsub) pn::tile<true>(pa, psc.data(), xp, op, K, gsub * 32, G, out);
-      else pn::tile<false>(pa, psc.data(), xp, op, K, cq::flush_planes * 32, G, out);
+      if (gsub) pn::template tile<S, true>(pa, psc.data(), xp, op, K, gsub * 32, G, out);
+      else pn::template tile<S, false>(pa, psc.data(), xp, op, K, std::int64_t(cq::flush_planes * 32), G, out);
       for (int r = 0; r < pn::MR; ++r) {
         for (std::int64_t cc = 0; cc < nc; ++cc) {
           double want = 0;
@@ -802,10 +801,18 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
       }
     }
   };
-  for (std::int64_t nc : {std::int64_t(32), std::int64_t(5)}) {
-    panels(q::int8{}, nc);
-    panels(q::int4{}, nc);
-    panels(q::ternary{}, nc);
+#if defined(KILN_QUANT_HAS_PANELS)
+  for (std::int64_t nc : {std::int64_t(cq::panels512::NP), std::int64_t(5)}) {
+    panels(cq::panels512{}, q::int8{}, nc);
+    panels(cq::panels512{}, q::int4{}, nc);
+    panels(cq::panels512{}, q::ternary{}, nc);
+  }
+#endif
+#if defined(KILN_QUANT_HAS_PANELS256)
+  // (K = 5 chunks: int4 320 weights, ternary 640, over int16 runs of 32 and 128)
+  for (std::int64_t nc : {std::int64_t(cq::panels256::NP), std::int64_t(5), std::int64_t(9)}) {
+    panels(cq::panels256{}, q::int4{}, nc);
+    panels(cq::panels256{}, q::ternary{}, nc);
   }
 #endif
 #if defined(KILN_QUANT_HAS_MATVEC512)

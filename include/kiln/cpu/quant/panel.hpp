@@ -160,3 +160,141 @@ void tile(const std::uint8_t* panel, const float* psc, const std::int8_t* const*
 }  // namespace kiln::detail::cpu_quant::panel
 
 #endif
+
+// The AVX2 panels (no VNNI: vpmaddubsw), for codes of at most 4 bits (int4, ternary).
+// The layout is the one above with 16 columns a panel (two vectors of 8 int32 lanes):
+// per step of four k, column c's four codes in word c. A step multiplies each of a row's
+// two panel vectors with the row's four activation bytes broadcast (vpmaddubsw: unsigned
+// code times signed byte, pairs summed into int16 lanes) and adds the result in int16:
+// a code below 16 times |x| <= 127, two of them, is at most 3810, so 8 steps (a group of
+// 32 k) fit an int16 lane (30480; ternary codes below 4: 32 steps). Then vpmaddwd with
+// ones sums each column's two int16 lanes into its int32 segment sum (kept in memory,
+// beside the float accumulators): one vpmaddubsw per 32 products, where dot.hpp's tiles
+// pay a vpmaddubsw, a vpmaddwd and an add per 32, and per group a conversion, a
+// broadcast scale and a multiply-add per output. The segments' int32 sums are exact and
+// start at -offset * sum(x), as above: the same arithmetic as the VNNI panels.
+// A tile: MR = 6 activation rows x 16 columns (12 int16 accumulators, the two panel
+// vectors and a broadcast row: 15 of the 16 registers).
+#if defined(__AVX2__)
+#define KILN_QUANT_HAS_PANELS256 1
+
+namespace kiln::detail::cpu_quant::panel256 {
+
+/// Activation rows per tile and output columns per panel.
+inline constexpr int MR = 6;
+inline constexpr int NP = 16;
+
+/// The schemes these panels take: codes whose vpmaddubsw pair sums add up in int16.
+template <class Scheme>
+inline constexpr bool takes = Scheme::bits <= 4;
+
+/// Steps of four k summed in int16 lanes before they go to int32 (see above).
+template <class Scheme>
+inline constexpr index_t int16_steps = Scheme::bits <= 2 ? 32 : 8;
+
+/// panel::pack's layout with NP = 16 columns (codes unpacked once per panel: an 8 x 8
+/// square of int32 words, 8 columns by 8 steps, transposed in registers).
+template <class Scheme>
+void pack(const std::uint8_t* codes, index_t row_bytes, index_t chunks, index_t n0, index_t nc, const scale_t<Scheme>* scales,
+          index_t sstride, index_t groups, bool grouped, std::uint8_t* dst, float* sdst) noexcept {
+  static_assert(takes<Scheme>);
+  constexpr int P = planes<Scheme>;
+  using A = xsimd::avx2;
+  constexpr unsigned pad_byte = [] {
+    unsigned b = 0;
+    for (int p = 0; p < P; ++p) b |= unsigned(Scheme::offset) << (Scheme::bits * p);
+    return b;
+  }();
+  for (index_t ch = 0; ch < chunks; ++ch) {
+    for (int c0 = 0; c0 < NP; c0 += 8) {
+      __m256i v[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        v[i] = c0 + i < nc ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (n0 + c0 + i) * row_bytes + ch * 32))
+                           : _mm256_set1_epi8(char(pad_byte));
+      }
+      [&]<int... Pi>(std::integer_sequence<int, Pi...>) {
+        (
+            [&] {
+              cpu_gemm::fvec<A> rows[8];
+#pragma GCC unroll 8
+              for (int i = 0; i < 8; ++i) rows[i] = _mm256_castsi256_ps(simd256::unpack<Scheme, Pi>(v[i]));
+              std::uint8_t* d = dst + (ch * Scheme::chunk + 32 * Pi) * NP + 4 * c0;
+              cpu_gemm::transpose_square<A>(rows, [&](int s, __m256 x) {
+                _mm256_storeu_ps(reinterpret_cast<float*>(d + s * 4 * NP), x);
+              });
+            }(),
+            ...);
+      }(std::make_integer_sequence<int, P>{});
+    }
+  }
+  if (grouped) {
+    for (index_t g = 0; g < groups; ++g) {
+      for (index_t c = 0; c < NP; ++c) sdst[g * NP + c] = c < nc ? scale_value(scales[(n0 + c) * sstride + g]) : 0.0f;
+    }
+  }
+}
+
+/// panel::tile's result (out[r * NP + c], the segments' exact int32 sums times their
+/// scales, added in order) for the MR rows x[r] and the panel's 16 columns.
+template <class Scheme, bool Grouped>
+void tile(const std::uint8_t* panel, const float* psc, const std::int8_t* const* x, const std::int32_t* const* xoff,
+          index_t Kp, index_t seg_k, index_t groups, float* out) noexcept {
+  static_assert(takes<Scheme>);
+  alignas(32) std::int32_t seg[MR * NP];
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int i = 0; i < MR * NP; ++i) out[i] = 0.0f;
+  for (index_t g = 0, k0 = 0; k0 < Kp && !(Grouped && g >= groups); ++g, k0 += seg_k) {
+    const index_t k1 = k0 + seg_k < Kp ? k0 + seg_k : Kp;
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      const __m256i o = _mm256_set1_epi32(-xoff[r][g]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(seg + r * NP), o);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(seg + r * NP + 8), o);
+    }
+    for (index_t kb = k0; kb < k1; kb += 4 * int16_steps<Scheme>) {
+      const index_t ke = kb + 4 * int16_steps<Scheme> < k1 ? kb + 4 * int16_steps<Scheme> : k1;
+      __m256i acc[MR][2];
+#pragma GCC unroll 6
+      for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+      const std::uint8_t* w = panel + kb * NP;
+      for (index_t k = kb; k < ke; k += 4, w += 4 * NP) {
+        const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w));
+        const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 32));
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; ++r) {
+          std::int32_t xv;
+          std::memcpy(&xv, x[r] + k, 4);
+          const __m256i xb = _mm256_set1_epi32(xv);
+          acc[r][0] = _mm256_add_epi16(acc[r][0], _mm256_maddubs_epi16(w0, xb));
+          acc[r][1] = _mm256_add_epi16(acc[r][1], _mm256_maddubs_epi16(w1, xb));
+        }
+      }
+#pragma GCC unroll 6
+      for (int r = 0; r < MR; ++r) {
+        for (int h = 0; h < 2; ++h) {
+          auto* s = reinterpret_cast<__m256i*>(seg + r * NP + 8 * h);
+          _mm256_store_si256(s, _mm256_add_epi32(_mm256_load_si256(s), _mm256_madd_epi16(acc[r][h], ones)));
+        }
+      }
+    }
+    const __m256 s0 = Grouped ? _mm256_loadu_ps(psc + g * NP) : _mm256_set1_ps(1.0f);
+    const __m256 s1 = Grouped ? _mm256_loadu_ps(psc + g * NP + 8) : _mm256_set1_ps(1.0f);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      for (int h = 0; h < 2; ++h) {
+        float* o = out + r * NP + 8 * h;
+        const __m256 v = _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(seg + r * NP + 8 * h)));
+#if defined(__FMA__)
+        _mm256_storeu_ps(o, Grouped ? _mm256_fmadd_ps(v, h ? s1 : s0, _mm256_loadu_ps(o)) : _mm256_add_ps(v, _mm256_loadu_ps(o)));
+#else
+        _mm256_storeu_ps(o, _mm256_add_ps(Grouped ? _mm256_mul_ps(v, h ? s1 : s0) : v, _mm256_loadu_ps(o)));
+#endif
+      }
+    }
+  }
+}
+
+}  // namespace kiln::detail::cpu_quant::panel256
+
+#endif

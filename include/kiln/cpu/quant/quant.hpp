@@ -129,23 +129,61 @@ inline float quantize_activations(const float* x, index_t K, index_t Kp, std::in
 /// Rows of activations and of weights per task of the product.
 inline constexpr index_t task_rows = 64;
 
+/// The column panels (panel.hpp) with instruction set Isa: panel's (AVX-512 VNNI, every
+/// scheme), panel256's (AVX2 without the 512-bit VNNI, codes of at most 4 bits), or none.
+struct no_panels {};
+#if defined(KILN_QUANT_HAS_PANELS)
+struct panels512 {
+  static constexpr int MR = panel::MR, NP = panel::NP;
+  static constexpr const char* name = "vnni512 panels";
+  template <class Scheme, class... Args>
+  static void pack(Args... a) noexcept { panel::pack<Scheme>(a...); }
+  template <class Scheme, bool Grouped, class... Args>
+  static void tile(Args... a) noexcept { panel::tile<Grouped>(a...); }
+};
+#endif
+#if defined(KILN_QUANT_HAS_PANELS256)
+struct panels256 {
+  static constexpr int MR = panel256::MR, NP = panel256::NP;
+  static constexpr const char* name = "avx2 panels";
+  template <class Scheme, class... Args>
+  static void pack(Args... a) noexcept { panel256::pack<Scheme>(a...); }
+  template <class Scheme, bool Grouped, class... Args>
+  static void tile(Args... a) noexcept { panel256::tile<Scheme, Grouped>(a...); }
+};
+#endif
+template <class Scheme, class Isa>
+constexpr auto panels_of() noexcept {
+#if defined(KILN_QUANT_HAS_PANELS)
+  if constexpr (std::is_same_v<Isa, isa_vnni>) return panels512{};
+  else
+#endif
+#if defined(KILN_QUANT_HAS_PANELS256)
+  if constexpr (!std::is_same_v<Isa, isa_portable> && panel256::takes<Scheme>) return panels256{};
+  else
+#endif
+    return no_panels{};
+}
+template <class Scheme, class Isa>
+using panels_t = decltype(panels_of<Scheme, Isa>());
+
 /// Rows of x from which the product runs on column panels (panel.hpp), where built: where
 /// unpacking a task's weight rows costs less than the panels save. x [M, 4096] @ w^T,
 /// w [4096, 4096], one thread, against the 4 x 4 tiles: at M = 16 int8 0.96x, int8 g128
 /// 0.82x, int4 g32 0.31x the time, ternary 1.13x (four codes a byte to unpack; 0.63x at
-/// M = 128, so about even at 24).
+/// M = 128, so about even at 24) with the VNNI panels.
 template <class Scheme>
 inline constexpr index_t panel_rows = Scheme::bits == 2 ? 24 : 16;
 
 /// Whether the product of M rows takes the panels with instruction set Isa.
 template <class Scheme, class Isa>
 constexpr bool use_panels(index_t M) noexcept {
-#if defined(KILN_QUANT_HAS_PANELS)
-  return std::is_same_v<Isa, isa_vnni> && M >= panel_rows<Scheme>;
-#else
-  (void)M;
-  return false;
-#endif
+  if constexpr (std::is_same_v<panels_t<Scheme, Isa>, no_panels>) {
+    (void)M;
+    return false;
+  } else {
+    return M >= panel_rows<Scheme>;
+  }
 }
 
 /// Whether the product of M rows of x takes matvec.hpp's kernel with instruction set Isa:
@@ -278,7 +316,10 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
   static std::string variant(const S& s) {
     const index_t K = s.op.layout.K;
     const index_t M = K > 0 ? s.input_shape.numel() / K : 0;
-    if (cpu_quant::use_panels<Scheme, cpu_quant::isa_best>(M)) return "cpu.quant.gemm vnni512 panels";
+    if constexpr (!std::is_same_v<cpu_quant::panels_t<Scheme, cpu_quant::isa_best>, cpu_quant::no_panels>) {
+      if (cpu_quant::use_panels<Scheme, cpu_quant::isa_best>(M))
+        return std::string("cpu.quant.gemm ") + cpu_quant::panels_t<Scheme, cpu_quant::isa_best>::name;
+    }
     const quant_layout& l = s.op.layout;
     if (cpu_quant::use_matvec<cpu_quant::isa_best>(M, l.groups > 1 ? l.group / 32 : 0)) return "cpu.quant.matvec vnni512";
     return std::string(M == 1 ? "cpu.quant.matvec " : "cpu.quant.gemm ") + cpu_quant::isa_best::name;
@@ -334,63 +375,63 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
       });
     }
 
-#if defined(KILN_QUANT_HAS_PANELS)
-    if (use_panels<Scheme, Isa>(M)) {
-      // 2'. column panels: a task per (64 weight rows, up to 512 rows of x)
-      namespace pn = panel;
-      constexpr index_t cols = 2 * pn::NP, chunk_rows = 512;
-      const bool grouped = gsub > 0;
-      const index_t seg_k = (grouped ? gsub : flush_planes) * 32;
-      const index_t nt2 = (N + cols - 1) / cols, mt2 = (M + chunk_rows - 1) / chunk_rows;
-      const double work = double(M) * double(N) * double(K) * 0.03;
-      const int threads = structural_threads(state, work, 1.0, mt2 * nt2);
-      const index_t pbytes = Kp * pn::NP, sfloats = grouped ? l.groups * pn::NP : 0;
-      for_tasks(mt2 * nt2, threads, [&](index_t t) {
-        const index_t n0 = (t / mt2) * cols, n1 = std::min(N, n0 + cols), nn = n1 - n0;
-        const index_t m0 = (t % mt2) * chunk_rows, m1 = std::min(M, m0 + chunk_rows);
-        const index_t np = (nn + pn::NP - 1) / pn::NP;
-        std::byte* mem = cpu_scheduler::scratch(std::size_t(2 * pbytes) +
-                                                sizeof(float) * std::size_t(2 * sfloats + pn::MR * pn::NP + cols) +
-                                                sizeof(R_t) * std::size_t(chunk_rows * cols) + 256);
-        std::uint8_t* pan = reinterpret_cast<std::uint8_t*>(mem);  // 64-byte aligned, as are the sizes before each part
-        float* psc = reinterpret_cast<float*>(pan + 2 * pbytes);
-        float* out = psc + 2 * sfloats;
-        float* rs = out + pn::MR * pn::NP;  // per column: its row scale (1 when grouped)
-        R_t* res = reinterpret_cast<R_t*>(rs + cols);
-        for (index_t p = 0; p < np; ++p) {
-          pn::pack<Scheme>(wbytes, row_bytes, l.chunks, n0 + p * pn::NP, std::min<index_t>(pn::NP, nn - p * pn::NP),
-                           scales.data(), sstride, l.groups, grouped, pan + p * pbytes, psc + p * sfloats);
-        }
-        for (index_t n = n0; n < n1; ++n) rs[n - n0] = grouped ? 1.0f : scale_value(scales.data()[n * sstride]);
-        for (index_t m = m0; m < m1; m += pn::MR) {
-          const std::int8_t* xr[pn::MR];
-          const std::int32_t* xo[pn::MR];
-          for (int r = 0; r < pn::MR; ++r) {  // a tile past the last row repeats it (its results are dropped)
-            const index_t mr = std::min(m + r, m1 - 1);
-            xr[r] = xq.get() + mr * Kp;
-            xo[r] = xoff.get() + mr * nseg;
-          }
-          const index_t rows = std::min<index_t>(pn::MR, m1 - m);
+    if constexpr (!std::is_same_v<panels_t<Scheme, Isa>, no_panels>) {
+      if (use_panels<Scheme, Isa>(M)) {
+        // 2'. column panels: a task per (2 NP weight rows, up to 512 rows of x)
+        using pn = panels_t<Scheme, Isa>;
+        constexpr index_t cols = 2 * pn::NP, chunk_rows = 512;
+        const bool grouped = gsub > 0;
+        const index_t seg_k = (grouped ? gsub : flush_planes) * 32;
+        const index_t nt2 = (N + cols - 1) / cols, mt2 = (M + chunk_rows - 1) / chunk_rows;
+        const double work = double(M) * double(N) * double(K) * 0.03;
+        const int threads = structural_threads(state, work, 1.0, mt2 * nt2);
+        const index_t pbytes = Kp * pn::NP, sfloats = grouped ? l.groups * pn::NP : 0;
+        for_tasks(mt2 * nt2, threads, [&](index_t t) {
+          const index_t n0 = (t / mt2) * cols, n1 = std::min(N, n0 + cols), nn = n1 - n0;
+          const index_t m0 = (t % mt2) * chunk_rows, m1 = std::min(M, m0 + chunk_rows);
+          const index_t np = (nn + pn::NP - 1) / pn::NP;
+          std::byte* mem = cpu_scheduler::scratch(std::size_t(2 * pbytes) +
+                                                  sizeof(float) * std::size_t(2 * sfloats + pn::MR * pn::NP + cols) +
+                                                  sizeof(R_t) * std::size_t(chunk_rows * cols) + 256);
+          std::uint8_t* pan = reinterpret_cast<std::uint8_t*>(mem);  // 64-byte aligned, as are the sizes before each part
+          float* psc = reinterpret_cast<float*>(pan + 2 * pbytes);
+          float* out = psc + 2 * sfloats;
+          float* rs = out + pn::MR * pn::NP;  // per column: its row scale (1 when grouped)
+          R_t* res = reinterpret_cast<R_t*>(rs + cols);
           for (index_t p = 0; p < np; ++p) {
-            if (grouped) pn::tile<true>(pan + p * pbytes, psc + p * sfloats, xr, xo, Kp, seg_k, l.groups, out);
-            else pn::tile<false>(pan + p * pbytes, psc, xr, xo, Kp, seg_k, l.groups, out);
-            const index_t c0 = p * pn::NP, c1 = std::min(nn, c0 + pn::NP);
-            for (index_t r = 0; r < rows; ++r) {
-              R_t* dst = res + (m - m0 + r) * nn;
-              const float sr = sx[m + r];
-              for (index_t c = c0; c < c1; ++c) dst[c] = static_cast<R_t>(out[r * pn::NP + (c - c0)] * rs[c] * sr);
+            pn::template pack<Scheme>(wbytes, row_bytes, l.chunks, n0 + p * pn::NP, std::min<index_t>(pn::NP, nn - p * pn::NP),
+                             scales.data(), sstride, l.groups, grouped, pan + p * pbytes, psc + p * sfloats);
+          }
+          for (index_t n = n0; n < n1; ++n) rs[n - n0] = grouped ? 1.0f : scale_value(scales.data()[n * sstride]);
+          for (index_t m = m0; m < m1; m += pn::MR) {
+            const std::int8_t* xr[pn::MR];
+            const std::int32_t* xo[pn::MR];
+            for (int r = 0; r < pn::MR; ++r) {  // a tile past the last row repeats it (its results are dropped)
+              const index_t mr = std::min(m + r, m1 - 1);
+              xr[r] = xq.get() + mr * Kp;
+              xo[r] = xoff.get() + mr * nseg;
+            }
+            const index_t rows = std::min<index_t>(pn::MR, m1 - m);
+            for (index_t p = 0; p < np; ++p) {
+              if (grouped) pn::template tile<Scheme, true>(pan + p * pbytes, psc + p * sfloats, xr, xo, Kp, seg_k, l.groups, out);
+              else pn::template tile<Scheme, false>(pan + p * pbytes, psc, xr, xo, Kp, seg_k, l.groups, out);
+              const index_t c0 = p * pn::NP, c1 = std::min(nn, c0 + pn::NP);
+              for (index_t r = 0; r < rows; ++r) {
+                R_t* dst = res + (m - m0 + r) * nn;
+                const float sr = sx[m + r];
+                for (index_t c = c0; c < c1; ++c) dst[c] = static_cast<R_t>(out[r * pn::NP + (c - c0)] * rs[c] * sr);
+              }
             }
           }
-        }
-        for (index_t m = m0; m < m1; ++m) {
-          const R_t* v = res + (m - m0) * nn;
-          if (direct) std::copy(v, v + nn, direct + m * N + n0);
-          else io.store(m * N + n0, m * N + n1, v);
-        }
-      });
-      return;
+          for (index_t m = m0; m < m1; ++m) {
+            const R_t* v = res + (m - m0) * nn;
+            if (direct) std::copy(v, v + nn, direct + m * N + n0);
+            else io.store(m * N + n0, m * N + n1, v);
+          }
+        });
+        return;
+      }
     }
-#endif
 
 #if defined(KILN_QUANT_HAS_MATVEC512)
     if (use_matvec<Isa>(M, gsub)) {
