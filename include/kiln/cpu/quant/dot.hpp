@@ -19,6 +19,7 @@
 // Ternary and int4 codes are never unpacked to memory.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -186,6 +187,81 @@ inline __m256i dot_signed(__m256i acc, __m256i u, __m256i x) noexcept {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
 
+/// The one-row tile of int4 in groups of 32 on AVX2 (the decode step): eight groups (four
+/// chunks) of a weight row at a time, each plane's vpmaddubsw / vpmaddwd int32 lanes
+/// reduced with vphaddd into one vector of the eight groups' sums, their offsets taken
+/// back at once, converted and multiplied by the eight scales (one vcvtph2ps) into a
+/// float accumulator. The 1 x 4 tile of qdot paid, per group and weight row, a lane
+/// setup of the offset, a conversion, a scalar scale conversion and broadcast and a
+/// multiply-add. The groups' int32 sums are exact; the float sums go in another order.
+#if defined(__F16C__) && defined(__FMA__)
+template <int C>
+void int4_g32_row(const std::uint8_t* const* w, const std::int8_t* x, index_t chunks, const half* const* sc,
+                  index_t groups, float (&out)[1][C], const std::int32_t* xoff, const std::uint8_t* const* next) {
+  const __m256i mask = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256 fa[C];
+  for (int c = 0; c < C; ++c) fa[c] = _mm256_setzero_ps();
+  // eight groups' int32 sums (p[0..7]: eight lanes each) as one vector in group order
+  const auto reduce = [](const __m256i (&p)[8]) {
+    const __m256i q0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256i q1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+  };
+  // whole blocks of 8 groups, each group's scale in the row (the rest below: a padding
+  // plane past the last group is never multiplied by a scale read past the row)
+  const index_t blocks = std::min<index_t>(chunks / 4, groups / 8);
+  for (index_t b = 0; b < blocks; ++b) {
+    const index_t ch0 = b * 4;
+    if (next) {  // the next rows' two lines of this block, into the L2 (as qdot)
+      for (int c = 0; c < C; ++c) {
+        _mm_prefetch(reinterpret_cast<const char*>(next[c] + ch0 * 32), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(next[c] + ch0 * 32 + 64), _MM_HINT_T1);
+      }
+    }
+    __m256i xv[8];
+    for (int i = 0; i < 8; ++i) xv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + ch0 * 64 + 32 * i));
+    const __m256i off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xoff + 8 * b));
+    for (int c = 0; c < C; ++c) {
+      __m256i p[8];
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c] + (ch0 + j) * 32));
+        p[2 * j] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, mask), xv[2 * j]), ones);
+        p[2 * j + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask), xv[2 * j + 1]), ones);
+      }
+      const __m256 sums = _mm256_cvtepi32_ps(_mm256_sub_epi32(reduce(p), off));
+      const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc[c] + 8 * b)));
+      fa[c] = _mm256_fmadd_ps(sums, s, fa[c]);
+    }
+  }
+  // the last 1-3 chunks: their groups' sums, the scales of the row's groups only (a padding
+  // plane past the last group sums to 0 and its scale is not read)
+  const index_t rest = chunks - blocks * 4;
+  if (rest > 0) {
+    const index_t g0 = blocks * 8, ng = 2 * rest;
+    alignas(32) std::int32_t offs[8] = {};
+    for (index_t i = 0; i < ng; ++i) offs[i] = xoff[g0 + i];
+    const __m256i off = _mm256_load_si256(reinterpret_cast<const __m256i*>(offs));
+    for (int c = 0; c < C; ++c) {
+      __m256i p[8];
+      for (int i = 0; i < 8; ++i) p[i] = _mm256_setzero_si256();
+      for (index_t j = 0; j < rest; ++j) {
+        const index_t ch = blocks * 4 + j;
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c] + ch * 32));
+        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + ch * 64));
+        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + ch * 64 + 32));
+        p[2 * j] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, mask), x0), ones);
+        p[2 * j + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask), x1), ones);
+      }
+      alignas(32) float scl[8] = {};
+      for (index_t i = 0; i < ng && g0 + i < groups; ++i) scl[i] = scale_value(sc[c][g0 + i]);
+      const __m256 sums = _mm256_cvtepi32_ps(_mm256_sub_epi32(reduce(p), off));
+      fa[c] = _mm256_fmadd_ps(sums, _mm256_load_ps(scl), fa[c]);
+    }
+  }
+  for (int c = 0; c < C; ++c) out[0][c] = hsum(fa[c]);
+}
+#endif
+
 }  // namespace simd256
 
 template <class Scheme, int R, int C, class Isa>
@@ -194,6 +270,14 @@ void qdot(Isa, const std::uint8_t* const* w, const std::int8_t* const* x, index_
           const scale_t<Scheme>* const* sc, index_t groups, float (&out)[R][C], const std::int32_t* const* xoff,
           const std::uint8_t* const* next = nullptr) {
   using namespace simd256;
+#if defined(__F16C__) && defined(__FMA__)
+  if constexpr (R == 1 && Scheme::bits == 4 && std::is_same_v<Isa, isa_avx2> && std::is_same_v<scale_t<Scheme>, half>) {
+    if (gsub == 1) {
+      int4_g32_row<C>(w, x[0], chunks, sc, groups, out, xoff[0], next);
+      return;
+    }
+  }
+#endif
   constexpr int P = planes<Scheme>;
   constexpr bool direct = signed_codes<Scheme, Isa>;
   const bool grouped = gsub > 0;
