@@ -158,6 +158,26 @@ inline float hsum(__m256 v) noexcept {
   return _mm_cvtss_f32(s);
 }
 
+/// The byte whose every plane holds the code worth 0 (the offset): a padding column's.
+template <class Scheme>
+inline constexpr unsigned pad_byte = [] {
+  unsigned b = 0;
+  for (int p = 0; p < planes<Scheme>; ++p) b |= unsigned(Scheme::offset) << (Scheme::bits * p);
+  return b;
+}();
+
+/// Chunk ch of the n code rows from codes + (n0 + c0) * row_bytes into v[0 .. n), for the
+/// columns c0 + i < nc; the rest padding (pad_byte).
+template <class Scheme, int n>
+inline void load_columns(const std::uint8_t* codes, index_t row_bytes, index_t n0, index_t c0, index_t nc, index_t ch,
+                         __m256i (&v)[n]) noexcept {
+#pragma GCC unroll 16
+  for (int i = 0; i < n; ++i) {
+    v[i] = c0 + i < nc ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (n0 + c0 + i) * row_bytes + ch * 32))
+                       : _mm256_set1_epi8(char(pad_byte<Scheme>));
+  }
+}
+
 /// acc + sum by fours of u (unsigned bytes) * x (signed bytes), as int32 lanes.
 template <class Isa>
 inline __m256i dot(__m256i acc, __m256i u, __m256i x) noexcept {

@@ -57,19 +57,10 @@ void pack(const std::uint8_t* codes, index_t row_bytes, index_t chunks, index_t 
   // time: 16% of an int4 product at M = 128 went to packing, 14% this way, most of the
   // rest the weight's first read from memory).
   using A = xsimd::avx512f;
-  constexpr unsigned pad_byte = [] {
-    unsigned b = 0;
-    for (int p = 0; p < P; ++p) b |= unsigned(Scheme::offset) << (Scheme::bits * p);
-    return b;
-  }();
   for (index_t ch = 0; ch < chunks; ++ch) {
     for (index_t c0 = 0; c0 < nc; c0 += 16) {
       __m256i v[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) {
-        v[i] = c0 + i < nc ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (n0 + c0 + i) * row_bytes + ch * 32))
-                           : _mm256_set1_epi8(char(pad_byte));
-      }
+      simd256::load_columns<Scheme>(codes, row_bytes, n0, c0, nc, ch, v);
       [&]<int... Pi>(std::integer_sequence<int, Pi...>) {
         (
             [&] {
@@ -200,19 +191,10 @@ void pack(const std::uint8_t* codes, index_t row_bytes, index_t chunks, index_t 
   static_assert(takes<Scheme>);
   constexpr int P = planes<Scheme>;
   using A = xsimd::avx2;
-  constexpr unsigned pad_byte = [] {
-    unsigned b = 0;
-    for (int p = 0; p < P; ++p) b |= unsigned(Scheme::offset) << (Scheme::bits * p);
-    return b;
-  }();
   for (index_t ch = 0; ch < chunks; ++ch) {
-    for (int c0 = 0; c0 < NP; c0 += 8) {
+    for (index_t c0 = 0; c0 < NP; c0 += 8) {
       __m256i v[8];
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
-        v[i] = c0 + i < nc ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (n0 + c0 + i) * row_bytes + ch * 32))
-                           : _mm256_set1_epi8(char(pad_byte));
-      }
+      simd256::load_columns<Scheme>(codes, row_bytes, n0, c0, nc, ch, v);
       [&]<int... Pi>(std::integer_sequence<int, Pi...>) {
         (
             [&] {
