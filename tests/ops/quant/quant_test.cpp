@@ -864,6 +864,42 @@ TEST(quant_cpu_paths, micro_kernels_agree_with_integer_loops) {
   all(cq::isa_portable{}, "portable");
 #if defined(__AVX2__)
   all(cq::isa_avx2{}, "avx2");
+  {
+    // the AVX2 one-row int4 g32 tile (dot.hpp's int4_g32_row) where a block of eight
+    // planes holds a padding plane: K = 480 packs 8 chunks (16 planes) for 15 groups, so
+    // the second block goes the tail's way; each row's 15 scales are followed by NaN,
+    // which must never be read (x is 0 past K, as quantize_activations pads it)
+    using S = q::int4;
+    constexpr int C = 4;
+    const std::int64_t chunks = 8, K = 480, Kp = chunks * S::chunk, G = 15;
+    std::vector<std::uint8_t> w(static_cast<std::size_t>(C * chunks * 32));
+    for (auto& b : w) b = static_cast<std::uint8_t>(uniform_int<int>(g, 1, 0, 255)[0]);
+    std::vector<std::int8_t> x(static_cast<std::size_t>(Kp), 0);
+    for (std::int64_t k = 0; k < K; ++k) x[k] = static_cast<std::int8_t>(uniform_int<int>(g, 1, -127, 127)[0]);
+    std::vector<kiln::half> sc(static_cast<std::size_t>(C * (G + 1)), kiln::half(std::numeric_limits<float>::quiet_NaN()));
+    const std::uint8_t* wp[C];
+    const kiln::half* sp[C];
+    for (int c = 0; c < C; ++c) {
+      wp[c] = w.data() + c * chunks * 32;
+      sp[c] = sc.data() + c * (G + 1);
+      for (std::int64_t gi = 0; gi < G; ++gi) sc[c * (G + 1) + gi] = float(uniform_int<int>(g, 1, 1, 4)[0]);
+    }
+    std::vector<std::int32_t> xo(static_cast<std::size_t>(cq::segments(Kp, 1)));
+    cq::segment_offsets<S>(x.data(), Kp, 1, xo.data());
+    const std::int8_t* xp[1] = {x.data()};
+    const std::int32_t* op[1] = {xo.data()};
+    float out[1][C];
+    cq::qdot<S, 1, C>(cq::isa_avx2{}, wp, xp, chunks, 1, sp, G, out, op);
+    for (int c = 0; c < C; ++c) {
+      double want = 0;
+      for (std::int64_t gi = 0; gi < G; ++gi) {
+        long long sum = 0;
+        for (std::int64_t k = gi * 32; k < (gi + 1) * 32; ++k) sum += (long long)(cq::code_at<S>(wp[c], k) - S::offset) * x[k];
+        want += double(sum) * double(float(sp[c][gi]));
+      }
+      ASSERT_EQ(double(out[0][c]), want) << "avx2 int4 g32 row with a padding plane [" << c << "]";
+    }
+  }
 #endif
 #if defined(KILN_QUANT_HAS_VNNI)
   all(cq::isa_vnni{}, "vnni");

@@ -131,7 +131,9 @@ inline constexpr index_t task_rows = 64;
 
 /// The column panels (panel.hpp) with instruction set Isa: panel's (AVX-512 VNNI, every
 /// scheme), panel256's (AVX2 without the 512-bit VNNI, codes of at most 4 bits), or none.
-struct no_panels {};
+struct no_panels {
+  static constexpr const char* name = "";
+};
 #if defined(KILN_QUANT_HAS_PANELS)
 struct panels512 {
   static constexpr int MR = panel::MR, NP = panel::NP;
@@ -316,10 +318,8 @@ struct cpu_structural_kernel<qmatmul_op<Scheme>> {
   static std::string variant(const S& s) {
     const index_t K = s.op.layout.K;
     const index_t M = K > 0 ? s.input_shape.numel() / K : 0;
-    if constexpr (!std::is_same_v<cpu_quant::panels_t<Scheme, cpu_quant::isa_best>, cpu_quant::no_panels>) {
-      if (cpu_quant::use_panels<Scheme, cpu_quant::isa_best>(M))
-        return std::string("cpu.quant.gemm ") + cpu_quant::panels_t<Scheme, cpu_quant::isa_best>::name;
-    }
+    if (cpu_quant::use_panels<Scheme, cpu_quant::isa_best>(M))
+      return std::string("cpu.quant.gemm ") + cpu_quant::panels_t<Scheme, cpu_quant::isa_best>::name;
     const quant_layout& l = s.op.layout;
     if (cpu_quant::use_matvec<cpu_quant::isa_best>(M, l.groups > 1 ? l.group / 32 : 0)) return "cpu.quant.matvec vnni512";
     return std::string(M == 1 ? "cpu.quant.matvec " : "cpu.quant.gemm ") + cpu_quant::isa_best::name;
