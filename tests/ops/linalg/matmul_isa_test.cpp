@@ -2,7 +2,9 @@
 // this machine runs (SSE2: a 6 x 8 tile; AVX2 without and with FMA: 6 x 16; AVX-512 when
 // the CPU has it: 12 x 32), every path (dot, stream, rows_dot, packed with edge tiles)
 // against the float64 reference, as the exp test does for its lanes. 7, 16 and 29 rows take
-// the dot path's groups (of four rows on AVX-512, two on the others; a short last group)
+// the dot path's groups (of four rows on AVX-512, two on the others; a short last group;
+// 16-bit weights below AVX-512 from 12 rows converted a block at a time: dot_blocked, K =
+// 300 and 1300 more than one block, and each row bit for bit what four rows alone give)
 // against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
 // dot_max_rows() allows (48 on AVX2, 128 on AVX-512 from 1024 columns, so 67 x 1030 there,
 // 48 under; f32 32, 48 on AVX-512). 40 (past
@@ -25,6 +27,7 @@
 
 #include <kiln/kiln.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <span>
 #include <string>
@@ -89,6 +92,16 @@ void check_arch(const char* name) {
       yt = kiln::matmul(a, kiln::transpose(w));
       EXPECT_TRUE(kiln_test::close(yt.to_host(), rw, what + ", transpose(w " + std::string(kiln::dtype_name_v<W>) + ") (" +
                                                        kiln::kernel_variant(kiln::matmul(a, kiln::transpose(w))) + ")"));
+      if (M > 4 && M <= kiln::detail::cpu_gemm::dot_max_rows<Arch, W>(N)) {
+        // the dot path's groups of rows (and their conversion of the weight) give each row
+        // what four rows alone give it, bit for bit: a row's result does not depend on its
+        // company (the serving engine's batches)
+        auto a4 = kiln::from_host(c, {4, K}, std::span<const float>(ha.data(), std::size_t(4 * K)));
+        kiln::tensor<float, kiln::cpu<Arch>> y4;
+        y4 = kiln::matmul(a4, kiln::transpose(w));
+        const auto all = yt.to_host(), four = y4.to_host();
+        EXPECT_TRUE(std::equal(four.begin(), four.end(), all.begin())) << what << ", the first 4 rows alone";
+      }
     };
     (narrow(W16{}), ...);
     if (M > kiln::detail::cpu_gemm::dot_max_rows<Arch, float>() && M <= 128) {  // the transposed path: named, with an epilogue, x batched

@@ -6,7 +6,8 @@
 // product by choose_path() (kiln::kernel_variant names them):
 //   dot     rows <= dot_max_rows() and b k-contiguous (an nn.Linear weight read as its
 //           transpose): each output a dot product, b streamed once at memory speed,
-//           nothing packed (past 4 rows, groups of rows take each few columns in turn).
+//           nothing packed (past 4 rows, groups of rows take each few columns in turn;
+//           16-bit columns converted once for all the groups below AVX-512: dot_blocked).
 //   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
 //   rows_dot  N <= 4 (tall and skinny, a matrix times a vector): dot products of a's rows
 //           with b's few columns; a is read once and never packed.
@@ -239,6 +240,9 @@ struct gemm {
   using ops_t = operands<S>;
   using BT = typename ops_t::BT;
   static constexpr int MR = tile<A>::MR, NR = tile<A>::NR;
+  /// 16-bit weights below AVX-512 take dot_blocked() from 12 rows on the dot path (see there)
+  static constexpr bool dot_converts_blocks = simd::enabled<A> && !simd::is_avx512<A> && sizeof(BT) < sizeof(float);
+  static constexpr index_t dot_blocked_min_rows = 12;
 
   const Io& io;
   const S& s;
@@ -392,6 +396,75 @@ struct gemm {
       }
       for (; n < n1; ++n) {
         for (index_t g = 0; g < rows; g += RG) dot_group<RG, 1>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w);
+      }
+      for (index_t r = 0; r < rows; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
+    });
+  }
+
+  /// dot_row_groups() for 16-bit weights below AVX-512, from dot_blocked_min_rows rows:
+  /// each group of GB columns is converted to f32 kb values of k at a time into a buffer
+  /// in the L1, and every group of rows runs over that block (dot_block, the lane
+  /// accumulators kept in memory between blocks) before the next one is converted. In
+  /// dot_row_groups() each group of 2 rows converts the columns again (a conversion per
+  /// 2 FMAs): it runs at one speed at any number of rows, 45-47 GFLOP/s on one Zen 2 core
+  /// (about 46% of its FMA loop) at 6 to 48 rows. Here the conversion (and the weight's
+  /// stream from memory) is paid once per column, whatever the rows: slower below 10-12
+  /// rows, faster past them. One Zen 2 core, process CPU time, interleaved runs,
+  /// GFLOP/s dot_row_groups / dot_blocked: f16 [11264, 2048] at 8 / 12 / 16 / 24 / 32 /
+  /// 48 rows 44-47 / 46-47 / 47-48 / 48-49 / 49 / 49-50 against 39-46 / 51-53 / 57-62 /
+  /// 63-67 / 63-70 / 67-71; f16 [2048, 5632] at 8 / 12 / 16 / 32 / 48 rows 45-46 / 46-47 /
+  /// 47 / 46-49 / 48-50 against 41-45 / 42-48 / 53 / 62 / 67. The sums are dot()'s, bit
+  /// for bit. The conversion of a block fetches the next group's columns into the L2.
+  void dot_blocked(const problem& pr, int threads) const {
+    constexpr int L = tile<A>::L, RG = 2, GB = 6;
+    constexpr index_t kb = 256;  // a block of GB columns: 6 KiB of f32
+    const index_t K_ = K(), N_ = N(), rows = pr.rows();
+    const index_t kfull = K_ / L * L;
+    const float* abuf = gather_rows(pr);
+    const BT* b = op.b + pr.boff;
+    const index_t bcs = op.bcs;
+    const index_t groups = ceil_div(rows, RG);
+    const index_t chunk = std::max<index_t>(GB * 4, round_up(ceil_div(N_, index_t(threads) * 32), GB));
+    const index_t tasks = ceil_div(N_, chunk);
+    const index_t ldc = round_up(kfull, 16) + 16;  // a converted column
+    cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
+      const index_t n0 = t * chunk, n1 = std::min(N_, n0 + chunk), w = n1 - n0;
+      const index_t vals_size = round_up(rows * w, 16), cols_size = GB * ldc, acc_size = groups * RG * GB * L;
+      float* vals = reinterpret_cast<float*>(
+          cpu_scheduler::scratch(std::size_t(vals_size + cols_size + acc_size) * sizeof(float)));
+      float* cols = vals + vals_size;
+      float* accs = cols + cols_size;
+      index_t n = n0;
+      for (; n + GB <= n1; n += GB) {
+        const BT* bn = b + n * bcs;
+        const BT* next = n + 2 * GB <= n1 ? bn + GB * bcs : nullptr;
+        for (index_t k0 = 0; k0 < kfull; k0 += kb) {
+          const index_t kc = std::min(kb, kfull - k0);
+          for (int j = 0; j < GB; ++j) {
+            const BT* src = bn + j * bcs + k0;
+            float* dst = cols + j * ldc + k0;
+            for (index_t k = 0; k < kc; k += L) {
+              if (next && (k * index_t(sizeof(BT))) % 64 == 0) prefetch_l2(next + j * bcs + k0 + k);
+              vstore<A>(dst + k, vload<A>(src + k));
+            }
+          }
+          for (index_t g = 0; g < groups; ++g) {
+            const float* ar = abuf + g * RG * K_ + k0;
+            float* acc = accs + g * RG * GB * L;
+            if (rows - g * RG >= RG) dot_block<A, RG, GB>(kc, ar, K_, cols + k0, ldc, acc, k0 == 0);
+            else dot_block<A, 1, GB>(kc, ar, K_, cols + k0, ldc, acc, k0 == 0);
+          }
+        }
+        for (index_t g = 0; g < groups; ++g) {
+          const float* ar = abuf + g * RG * K_;
+          const float* acc = accs + g * RG * GB * L;
+          float* out = vals + g * RG * w + (n - n0);
+          if (rows - g * RG >= RG) dot_finish<A, RG, GB>(K_, kfull, acc, ar, bn, bcs, out, w);
+          else dot_finish<A, 1, GB>(K_, kfull, acc, ar, bn, bcs, out, w);
+        }
+      }
+      for (; n < n1; ++n) {
+        for (index_t g = 0; g < groups; ++g) dot_group<RG, 1>(rows - g * RG, K_, abuf + g * RG * K_, b + n * bcs, bcs, vals + g * RG * w + (n - n0), w);
       }
       for (index_t r = 0; r < rows; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
     });
@@ -729,7 +802,10 @@ struct gemm {
           case 2: dot_rows<2>(pr, threads); break;
           case 3: dot_rows<3>(pr, threads); break;
           case 4: dot_rows<4>(pr, threads); break;
-          default: dot_row_groups(pr, threads); break;
+          default:
+            if (dot_converts_blocks && pr.rows() >= dot_blocked_min_rows) dot_blocked(pr, threads);
+            else dot_row_groups(pr, threads);
+            break;
         }
         break;
       case path::stream: stream(pr, threads); break;

@@ -380,6 +380,61 @@ inline void dot(index_t K, const float* __restrict a, const U* __restrict b, ind
   }
 }
 
+/// dot() cut along k, for columns converted to f32 a block of k at a time (dot_blocked in
+/// driver.hpp): acc holds the R x NB lane accumulators between blocks (R * NB vectors,
+/// aligned), zeroed when first. kc: a multiple of tile<A>::L. a: R rows lda apart, b: NB
+/// columns ldb apart, both f32 and starting at the block's first k. The lanes add in
+/// dot()'s order, so that dot_finish() gives dot()'s sums bit for bit.
+template <class A, int R, int NB>
+inline void dot_block(index_t kc, const float* __restrict a, index_t lda, const float* __restrict b, index_t ldb,
+                      float* __restrict acc_mem, bool first) noexcept {
+  using V = fvec<A>;
+  constexpr int L = tile<A>::L;
+  V acc[R][NB];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) acc[r][j] = first ? vzero<A>() : vload_aligned<A>(acc_mem + (r * NB + j) * L);
+  }
+  for (index_t k = 0; k < kc; k += L) {
+    V av[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      av[r] = vload<A>(a + r * lda + k);
+      if constexpr (NB > 1) vpin<A>(av[r]);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) {
+      V bv = vload<A>(b + j * ldb + k);
+      if constexpr (R > 1) vpin<A>(bv);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][j] = vfma<A>(av[r], bv, acc[r][j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) vstore<A>(acc_mem + (r * NB + j) * L, acc[r][j]);
+  }
+}
+
+/// The end of a dot() cut by dot_block(): out[r * ldo + j] = the lane sum of accumulator
+/// (r, j) plus the products past kfull (the last whole vector of k), from a (R rows, K
+/// long) and the original columns b (bcs apart), in dot()'s order (bit for bit below
+/// AVX-512, where dot() also sums each accumulator with vsum()).
+template <class A, int R, int NB, class U>
+inline void dot_finish(index_t K, index_t kfull, const float* acc_mem, const float* __restrict a,
+                       const U* __restrict b, index_t bcs, float* out, index_t ldo) noexcept {
+  constexpr int L = tile<A>::L;
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < NB; ++j) {
+      float s = vsum<A>(vload_aligned<A>(acc_mem + (r * NB + j) * L));
+      for (index_t t = kfull; t < K; ++t) s += a[r * K + t] * static_cast<float>(b[j * bcs + t]);
+      out[r * ldo + j] = s;
+    }
+  }
+}
+
 /// sum_k a[k] * b[k] over K: one row of A against one k-contiguous column of B, four
 /// vectors per step into four accumulators (the FMA latency hidden without other columns).
 /// The matrix-vector path calls it column after column, so that B, whose columns lie one
