@@ -14,8 +14,8 @@
 // two and three depth steps where x's panels fill half of a 1 MiB L2, with a prologue,
 // with an epilogue, and a batched x whose rows span two batches). K = 1300 takes
 // several depth steps (kc) on every instruction set; N = 300 splits the packed product's
-// columns between the threads; `* 2` takes the path with an epilogue. One row: a short K
-// takes its weight rows one after the other, a long K (3000) side by side, bf16 one after
+// columns between the threads, N = 2100 (past nc_limit) makes two blocks of them; `* 2`
+// takes the path with an epilogue. One row: a short K takes its weight rows one after the other, a long K (3000) side by side, bf16 one after
 // the other up to K = 4096 (dot_one_split: blocks of 2L weights, K = 13 a tail alone, 2561
 // one past whole blocks, 3000 a last single block and a tail) and side by side past it
 // (5000). The weight as
@@ -44,7 +44,7 @@ template <class Arch, class... W16>
 void check_arch(const char* name) {
   kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
   auto g = kiln_test::rng();
-  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {67, 1030, 70}, {130, 129, 257},
+  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {67, 1030, 70}, {130, 129, 257}, {130, 2100, 70},
                                {40, 70, 1300}, {100, 300, 1300}, {128, 37, 2100}};
   for (const auto& s : shapes) {
     const index_t M = s[0], N = s[1], K = s[2];

@@ -611,13 +611,24 @@ struct gemm {
     });
   }
 
+  /// The most columns of one block of b in packed(). The quarter-of-the-L3 bound alone
+  /// grows nc as kc shrinks: with kc = 256 (AVX2) and a 16 MiB L3 it gave 4096 columns (a
+  /// Zen 4's kc = 1024 and 32 MiB, 2048), and each step's row block then writes its output
+  /// tiles across rows x 4096 floats (16 KiB of each output row, 1-2 MiB at 128 rows,
+  /// past the L2) beside a 4 MiB block of b. Measured on a Zen 2 (AVX2, 512 KiB L2, 16 MiB
+  /// L3), x [S, 2048] @ w^T, w f16 [11264, 2048], process CPU time, two interleaved rounds,
+  /// GFLOP/s at nc = 4096 (the L3 bound) / 2048 / 1024: 2 threads S = 128 145-150 / 161-170
+  /// / 168-169, S = 512 168-176 / 188-192 / 186-188; one thread S = 128 80 / 88 / 88.
+  static constexpr index_t nc_limit = 2048;
+
   /// BLIS-style blocked product (see the top of this file).
   void packed(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N();
     const blocking bl = blocking_for<A>(K_, caches());
     const index_t kc = bl.kc, mc_max = bl.mc;
-    // a block of b (kc x nc) in a quarter of the L3
-    const index_t nc_max = std::max<index_t>(NR, index_t(caches().l3 / 4 / (kc * sizeof(float))) / NR * NR);
+    // a block of b (kc x nc) in a quarter of the L3, and at most nc_limit columns
+    const index_t nc_max =
+        std::max<index_t>(NR, std::min(nc_limit, index_t(caches().l3 / 4 / (kc * sizeof(float)))) / NR * NR);
     const index_t njc = ceil_div(N_, nc_max);
     const index_t nc = round_up(ceil_div(N_, njc), NR);
     // rows go in chunks whose accumulators (chunk x nc floats) stay within 16 MiB
