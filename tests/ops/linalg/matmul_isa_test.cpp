@@ -15,8 +15,8 @@
 // with an epilogue, and a batched x whose rows span two batches). K = 1300 takes
 // several depth steps (kc) on every instruction set; N = 300 splits the packed product's
 // columns between the threads, N = 2100 (past nc_limit) makes two blocks of them; `* 2`
-// takes the path with an epilogue. One row: a short K takes its weight rows one after the other, a long K (3000) side by side, bf16 one after
-// the other up to K = 4096 (dot_one_split: blocks of 2L weights, K = 13 a tail alone, 2561
+// takes the path with an epilogue. One row: a short K takes its weight rows one after the
+// other, a long K (3000) side by side, bf16 one after the other up to K = 4096 (dot_one_split: blocks of 2L weights, K = 13 a tail alone, 2561
 // one past whole blocks, 3000 a last single block and a tail) and side by side past it
 // (5000). The weight as
 // f16 or bf16 (read as its transpose, converted while its panels are packed: L x L
