@@ -315,6 +315,27 @@ inline __m512 sum16(__m512 (&v)[16]) noexcept {
 }
 #endif
 
+/// One vector of k (at k) of dot() and dot_block(): R rows of a (lda apart) times NB
+/// columns of b (ldb apart) into the R x NB lane accumulators.
+template <class A, int R, int NB, class U>
+inline void dot_step(fvec<A> (&acc)[R][NB], const float* __restrict a, index_t lda, const U* __restrict b, index_t ldb,
+                     index_t k) noexcept {
+  using V = fvec<A>;
+  V av[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    av[r] = vload<A>(a + r * lda + k);
+    if constexpr (NB > 1) vpin<A>(av[r]);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NB; ++j) {
+    V bv = vload<A>(b + j * ldb + k);
+    if constexpr (R > 1) vpin<A>(bv);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r][j] = vfma<A>(av[r], bv, acc[r][j]);
+  }
+}
+
 /// out[r * ldo + j] = sum_k a[r * K + k] * b[j * bcs + k] for r < R, j < NB: R rows of
 /// A (contiguous floats, K long) against NB k-contiguous columns of B. With next, the
 /// NB columns from next (same strides: the caller's next ones) are fetched into the L2
@@ -338,19 +359,7 @@ inline void dot(index_t K, const float* __restrict a, const U* __restrict b, ind
 #pragma GCC unroll 8
       for (int j = 0; j < NB; ++j) prefetch_l2(next + j * bcs + k);
     }
-    V av[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      av[r] = vload<A>(a + r * K + k);
-      if constexpr (NB > 1) vpin<A>(av[r]);
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < NB; ++j) {
-      V bv = vload<A>(b + j * bcs + k);
-      if constexpr (R > 1) vpin<A>(bv);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r][j] = vfma<A>(av[r], bv, acc[r][j]);
-    }
+    dot_step<A, R, NB>(acc, a, K, b, bcs, k);
   }
   // the R x NB lane sums: on AVX-512 sixteen at a time (sum16), not one horizontal sum
   // each (one Zen 4 core, 8 rows against f16 [90, 2048] from the L2 in 4 x 6 groups: 1-8%
@@ -396,21 +405,7 @@ inline void dot_block(index_t kc, const float* __restrict a, index_t lda, const 
 #pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) acc[r][j] = first ? vzero<A>() : vload_aligned<A>(acc_mem + (r * NB + j) * L);
   }
-  for (index_t k = 0; k < kc; k += L) {
-    V av[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      av[r] = vload<A>(a + r * lda + k);
-      if constexpr (NB > 1) vpin<A>(av[r]);
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < NB; ++j) {
-      V bv = vload<A>(b + j * ldb + k);
-      if constexpr (R > 1) vpin<A>(bv);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r][j] = vfma<A>(av[r], bv, acc[r][j]);
-    }
-  }
+  for (index_t k = 0; k < kc; k += L) dot_step<A, R, NB>(acc, a, lda, b, ldb, k);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
