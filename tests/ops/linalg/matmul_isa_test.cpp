@@ -4,23 +4,23 @@
 // float64 reference, as the exp test does for its lanes. 7, 16 and 29 rows take the dot path's
 // groups (of four rows on AVX-512, two on the others; a short last group; 16-bit weights below
 // AVX-512 from 12 rows converted a block at a time: dot_blocked, K = 300 and 1300 more than one
-// block, and each row bit for bit what four rows alone give) against the transposed weight, 40,
-// 67 and 100 rows too with 16-bit weights where dot_max_rows() allows (48 on AVX2, 128 on
-// AVX-512 from 1024 columns, so 67 x 1030 there, 48 under; f32 32, 48 on AVX-512). 40 (past
-// AVX-512's 48: 67) to 128 rows against the transposed f32 weight take the transposed path
-// (micro_t: the weight's rows read in place, x's rows packed, the tile written transposed;
-// edges of both, K = 1300 and 2100 two and three depth steps where x's panels fill half of a 1
-// MiB L2, with a prologue, with an epilogue, and a batched x whose rows span two batches). K =
-// 1300 takes several depth steps (kc) on every instruction set; N = 300 splits the packed
-// product's columns between the threads, N = 2100 (past nc_limit) makes two blocks of them; `*
-// 2` takes the path with an epilogue. One row: a short K takes its weight rows one after the
-// other, a long K (3000) side by side, bf16 one after the other up to K = 4096 (dot_one_split:
-// blocks of 2L weights, K = 13 a tail alone, 2561 one past whole blocks, 3000 a last single
-// block and a tail) and side by side past it (5000). The weight as f16 or bf16 (read as its
-// transpose, converted while its panels are packed: L x L squares transposed in registers,
-// columns and steps past them one by one), one dtype per conversion path (a product per ISA and
-// dtype is a compile-time cost): SSE2 converts lane by lane, AVX2 f16 with F16C and bf16 with a
-// shift, AVX-512 both with its own.
+// block, K = 3 shorter than a vector, and each row bit for bit what four rows alone give)
+// against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
+// dot_max_rows() allows (48 on AVX2, 128 on AVX-512 from 1024 columns, so 67 x 1030 there, 48
+// under; f32 32, 48 on AVX-512). 40 (past AVX-512's 48: 67) to 128 rows against the transposed
+// f32 weight take the transposed path (micro_t: the weight's rows read in place, x's rows
+// packed, the tile written transposed; edges of both, K = 1300 and 2100 two and three depth
+// steps where x's panels fill half of a 1 MiB L2, with a prologue, with an epilogue, and a
+// batched x whose rows span two batches). K = 1300 takes several depth steps (kc) on every
+// instruction set; N = 300 splits the packed product's columns between the threads, N = 2100
+// (past nc_limit) makes two blocks of them; `* 2` takes the path with an epilogue. One row: a
+// short K takes its weight rows one after the other, a long K (3000) side by side, bf16 one
+// after the other up to K = 4096 (dot_one_split: blocks of 2L weights, K = 13 a tail alone,
+// 2561 one past whole blocks, 3000 a last single block and a tail) and side by side past it
+// (5000). The weight as f16 or bf16 (read as its transpose, converted while its panels are
+// packed: L x L squares transposed in registers, columns and steps past them one by one), one
+// dtype per conversion path (a product per ISA and dtype is a compile-time cost): SSE2 converts
+// lane by lane, AVX2 f16 with F16C and bf16 with a shift, AVX-512 both with its own.
 #include <gtest/gtest.h>
 
 #include <kiln/kiln.hpp>
@@ -42,7 +42,7 @@ template <class Arch, class... W16>
 void check_arch(const char* name) {
   kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
   auto g = kiln_test::rng();
-  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {67, 1030, 70}, {130, 129, 257}, {130, 2100, 70},
+  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {67, 1030, 70}, {130, 129, 257}, {130, 2100, 70}, {13, 40, 3},
                                {40, 70, 1300}, {100, 300, 1300}, {128, 37, 2100}};
   for (const auto& s : shapes) {
     const index_t M = s[0], N = s[1], K = s[2];

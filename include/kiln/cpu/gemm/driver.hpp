@@ -438,7 +438,8 @@ struct gemm {
       for (; n + GB <= n1; n += GB) {
         const BT* bn = b + n * bcs;
         const BT* next = n + 2 * GB <= n1 ? bn + GB * bcs : nullptr;
-        for (index_t k0 = 0; k0 < kfull; k0 += kb) {
+        // (one block at least: with K shorter than a vector it sets the accumulators to zero)
+        for (index_t k0 = 0; k0 == 0 || k0 < kfull; k0 += kb) {
           const index_t kc = std::min(kb, kfull - k0);
           for (int j = 0; j < GB; ++j) {
             const BT* src = bn + j * bcs + k0;
@@ -820,8 +821,13 @@ struct gemm {
           case 3: dot_rows<3>(pr, threads); break;
           case 4: dot_rows<4>(pr, threads); break;
           default:
-            if (dot_converts_blocks && pr.rows() >= dot_blocked_min_rows) dot_blocked(pr, threads);
-            else dot_row_groups(pr, threads);
+            if constexpr (dot_converts_blocks) {
+              if (pr.rows() >= dot_blocked_min_rows) {
+                dot_blocked(pr, threads);
+                break;
+              }
+            }
+            dot_row_groups(pr, threads);
             break;
         }
         break;
