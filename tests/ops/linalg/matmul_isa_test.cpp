@@ -4,7 +4,9 @@
 // float64 reference, as the exp test does for its lanes. 7, 16 and 29 rows take the dot path's
 // groups (of four rows on AVX-512, two on the others; a short last group; 16-bit weights below
 // AVX-512 from 12 rows converted a block at a time: dot_blocked, K = 300 and 1300 more than one
-// block, K = 3 shorter than a vector, and each row bit for bit what four rows alone give)
+// block, K = 3 shorter than a vector, and each row bit for bit what four rows alone give; on a
+// convert-bound core 4-row groups of 2 columns up to 16 rows: both run on every machine, the
+// second test taking the other core's choice)
 // against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
 // dot_max_rows() allows (48 on AVX2, 128 on AVX-512 from 1024 columns, so 67 x 1030 there, 48
 // under; f32 32, 48 on AVX-512). 40 (past AVX-512's 48: 67) to 128 rows against the transposed
@@ -142,6 +144,28 @@ TEST(matmul_isa, every_instruction_set_this_cpu_runs) {
 #endif
 #if XSIMD_WITH_AVX512F
   check_arch<xsimd::avx512f, kiln::half, kiln::bfloat16>("avx512f");
+#endif
+}
+
+// The dot path's shapes for 16-bit weights below AVX-512 follow the core (microarch.hpp):
+// 2-row groups and dot_blocked from 12 rows, or on a convert-bound core (Zen 2) 4-row
+// groups of 2 columns up to 16 rows. The test above runs this machine's choice; this one
+// runs the other (7, 13 and 16 rows: 4-row groups with a short last group, or dot_blocked),
+// with the same references and the same bit-for-bit check against four rows alone.
+TEST(matmul_isa, the_other_cores_dot_shapes) {
+  auto& t = kiln::detail::cpu_gemm::tuning();
+  const auto detected = t;
+  t.convert_bound = !detected.convert_bound;
+  struct restore {
+    kiln::detail::cpu_gemm::microarch& t;
+    kiln::detail::cpu_gemm::microarch saved;
+    ~restore() { t = saved; }
+  } r{t, detected};
+#if XSIMD_WITH_SSE2
+  check_arch<xsimd::sse2, kiln::half>("sse2, the other core's choice");
+#endif
+#if XSIMD_WITH_FMA3_AVX2
+  check_arch<xsimd::fma3<xsimd::avx2>, kiln::half, kiln::bfloat16>("fma3<avx2>, the other core's choice");
 #endif
 }
 
