@@ -4,9 +4,9 @@
 // float64 reference, as the exp test does for its lanes. 7, 16 and 29 rows take the dot path's
 // groups (of four rows on AVX-512, two on the others; a short last group; 16-bit weights below
 // AVX-512 from 12 rows converted a block at a time: dot_blocked, K = 300 and 1300 more than one
-// block, K = 3 shorter than a vector, and each row bit for bit what four rows alone give; on a
-// convert-bound core 4-row groups of 2 columns up to 16 rows: both run on every machine, the
-// second test taking the other core's choice)
+// block, K = 3 shorter than a vector, and each row bit for bit what four rows alone give; on
+// the cores of microarch.hpp's dot_groups_4x3 groups of 4 rows x 3 columns for every dtype and
+// no dot_blocked: both run on every machine, the second test taking the other cores' choice)
 // against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
 // dot_max_rows() allows (48 on AVX2, 128 on AVX-512 from 1024 columns, so 67 x 1030 there, 48
 // under; f32 32, 48 on AVX-512). 40 (past AVX-512's 48: 67) to 128 rows against the transposed
@@ -44,7 +44,7 @@ template <class Arch, class... W16>
 void check_arch(const char* name) {
   kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
   auto g = kiln_test::rng();
-  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {67, 1030, 70}, {130, 129, 257}, {130, 2100, 70}, {13, 40, 3},
+  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {4, 41, 300}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {67, 1030, 70}, {130, 129, 257}, {130, 2100, 70}, {13, 40, 3},
                                {40, 70, 1300}, {100, 300, 1300}, {128, 37, 2100}};
   for (const auto& s : shapes) {
     const index_t M = s[0], N = s[1], K = s[2];
@@ -147,15 +147,15 @@ TEST(matmul_isa, every_instruction_set_this_cpu_runs) {
 #endif
 }
 
-// The dot path's shapes for 16-bit weights below AVX-512 follow the core (microarch.hpp):
-// 2-row groups and dot_blocked from 12 rows, or on a convert-bound core (Zen 2) 4-row
-// groups of 2 columns up to 16 rows. The test above runs this machine's choice; this one
-// runs the other (7, 13 and 16 rows: 4-row groups with a short last group, or dot_blocked),
-// with the same references and the same bit-for-bit check against four rows alone.
+// The dot path's groups below AVX-512 follow the core (microarch.hpp): 2 x 6 (4 x 4 for four
+// rows) and dot_blocked for 16-bit weights from 12 rows, or 4 x 3 for every dtype (Zen 2). The
+// test above runs this machine's choice; this one the other (4, 6, 7, 13, 16, 29 rows: whole
+// groups, a short last group, odd N, dot_blocked or not), with the same references and the
+// same bit-for-bit check against four rows alone.
 TEST(matmul_isa, the_other_cores_dot_shapes) {
   auto& t = kiln::detail::cpu_gemm::tuning();
   const auto detected = t;
-  t.convert_bound = !detected.convert_bound;
+  t.dot_groups_4x3 = !detected.dot_groups_4x3;
   struct restore {
     kiln::detail::cpu_gemm::microarch& t;
     kiln::detail::cpu_gemm::microarch saved;

@@ -241,11 +241,15 @@ struct gemm {
   using ops_t = operands<S>;
   using BT = typename ops_t::BT;
   static constexpr int MR = tile<A>::MR, NR = tile<A>::NR;
-  /// 16-bit weights below AVX-512 take dot_blocked() on the dot path from 12 rows, or from
-  /// 17 on a convert-bound core (microarch.hpp), whose 4-row groups (dot_row_groups) are
-  /// faster up to 16
+  /// 16-bit weights below AVX-512 take dot_blocked() on the dot path from 12 rows, except
+  /// on the cores whose 4 x 3 groups are faster (microarch.hpp)
   static constexpr bool dot_converts_blocks = simd::enabled<A> && !simd::is_avx512<A> && sizeof(BT) < sizeof(float);
-  static constexpr index_t dot_blocked_min_rows = 12, dot_blocked_min_rows_convert_bound = 17;
+  static constexpr index_t dot_blocked_min_rows = 12;
+  /// Below AVX-512, whether this core takes the dot path's 4 x 3 groups (microarch.hpp).
+  static bool dot_4x3() noexcept {
+    if constexpr (simd::enabled<A> && !simd::is_avx512<A>) return tuning().dot_groups_4x3;
+    else return false;
+  }
 
   const Io& io;
   const S& s;
@@ -341,6 +345,14 @@ struct gemm {
   /// 10% less.
   template <int R>
   void dot_rows(const problem& pr, int threads) const {
+    if constexpr (R == 4 && dot_converts_blocks) {  // 16-bit weights: 4 x 3 (microarch.hpp)
+      if (dot_4x3()) return dot_rows_nb<R, 3>(pr, threads);
+    }
+    dot_rows_nb<R, dot_columns<R>()>(pr, threads);
+  }
+
+  template <int R, int NB>
+  void dot_rows_nb(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N();
     const index_t l1 = index_t(caches().l1);
     const bool split = R == 1 && has_dot_split<A, BT> && index_t(sizeof(float)) * K_ <= l1 / 2;
@@ -349,7 +361,6 @@ struct gemm {
     if (split) split_even_odd<A>(K_, abuf, abuf + R * K_);
     const BT* b = op.b + pr.boff;
     const index_t bcs = op.bcs;
-    constexpr int NB = dot_columns<R>();
     const bool one_by_one = R == 1 && index_t(sizeof(float)) * K_ <= l1 / 4;
     const index_t per_thread = 32;
     const index_t chunk = std::max<index_t>(NB * 4, round_up(ceil_div(N_, index_t(threads) * per_thread), NB));
@@ -380,16 +391,10 @@ struct gemm {
   /// AVX2 2 x 6 (15 of 16). Measured at 2 threads (Zen 4), thread CPU time, 8 to 96 rows
   /// of f16 [11264, 2048] and [2048, 5632]: AVX-512 4 x 6 1.55-1.8x faster than 4 x 4
   /// (bf16 alike, f32 at 8 and 16 rows 1.4-1.9x); AVX2 2 x 6 1.4-1.7x faster than 4 x 2.
-  /// On a convert-bound core (microarch.hpp) 16-bit weights below AVX-512 take 4 x 2
-  /// instead: each converted vector of a column serves 4 FMAs, not 2. One Zen 2 core,
-  /// process CPU time, two rounds, GFLOP/s 2 x 6 / 4 x 2: f16 [11264, 2048] at 7 / 8 / 12 /
-  /// 16 rows 44 / 48 / 57 (dot_blocked) / 62-63 -> 55 / 61 / 64 / 66; f16 [2048, 5632] at 8
-  /// / 16 rows 48 / 55-56 -> 63 / 67-68; bf16 at 8 rows 48-50 -> 61-62; f32 weights 0.9x
-  /// (kept at 2 x 6); 3 x 4 58, 4 x 4 55, 8 x 2 52, 4 x 3 and 6 x 2 slower.
+  /// On some cores 4 x 3 instead, for every weight dtype (microarch.hpp: each converted
+  /// vector of a 16-bit column serves 4 FMAs, not 2).
   void dot_row_groups(const problem& pr, int threads) const {
-    if constexpr (dot_converts_blocks) {
-      if (tuning().convert_bound) return row_groups<4, 2>(pr, threads);
-    }
+    if (dot_4x3()) return row_groups<4, 3>(pr, threads);
     row_groups<simd::is_avx512<A> ? 4 : 2, 6>(pr, threads);
   }
 
@@ -838,7 +843,7 @@ struct gemm {
           case 4: dot_rows<4>(pr, threads); break;
           default:
             if constexpr (dot_converts_blocks) {
-              if (pr.rows() >= (tuning().convert_bound ? dot_blocked_min_rows_convert_bound : dot_blocked_min_rows)) {
+              if (pr.rows() >= dot_blocked_min_rows && !dot_4x3()) {
                 dot_blocked(pr, threads);
                 break;
               }

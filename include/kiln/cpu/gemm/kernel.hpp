@@ -321,18 +321,37 @@ template <class A, int R, int NB, class U>
 inline void dot_step(fvec<A> (&acc)[R][NB], const float* __restrict a, index_t lda, const U* __restrict b, index_t ldb,
                      index_t k) noexcept {
   using V = fvec<A>;
-  V av[R];
+  constexpr int regs = simd::is_avx512<A> ? 32 : 16;
+  if constexpr (R > 1 && NB > 1 && R * NB + R + 1 > regs && R * NB + NB + 1 <= regs) {
+    // the columns held and the rows loaded one at a time, where holding the rows would
+    // spill (AVX2 4 x 3: 12 accumulators, 3 columns and a row in the 16 registers)
+    V bv[NB];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    av[r] = vload<A>(a + r * lda + k);
-    if constexpr (NB > 1) vpin<A>(av[r]);
-  }
+    for (int j = 0; j < NB; ++j) {
+      bv[j] = vload<A>(b + j * ldb + k);
+      vpin<A>(bv[j]);
+    }
 #pragma GCC unroll 8
-  for (int j = 0; j < NB; ++j) {
-    V bv = vload<A>(b + j * ldb + k);
-    if constexpr (R > 1) vpin<A>(bv);
+    for (int r = 0; r < R; ++r) {
+      V av = vload<A>(a + r * lda + k);
+      vpin<A>(av);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r][j] = vfma<A>(av[r], bv, acc[r][j]);
+      for (int j = 0; j < NB; ++j) acc[r][j] = vfma<A>(av, bv[j], acc[r][j]);
+    }
+  } else {
+    V av[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      av[r] = vload<A>(a + r * lda + k);
+      if constexpr (NB > 1) vpin<A>(av[r]);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) {
+      V bv = vload<A>(b + j * ldb + k);
+      if constexpr (R > 1) vpin<A>(bv);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][j] = vfma<A>(av[r], bv, acc[r][j]);
+    }
   }
 }
 

@@ -14,16 +14,25 @@
 
 namespace kiln::detail::cpu_gemm {
 
-/// The core's traits the GEMM's choices follow.
-/// convert_bound: a 256-bit conversion of 16-bit weights to f32 (vcvtph2ps, or bf16's
-/// widening shift) takes about an FMA's issue slot, so that a kernel wants each converted
-/// column vector to serve as many FMAs as its registers allow (AMD family 17h: Zen, Zen+,
-/// Zen 2, and Hygon's family 18h). Measured on a Zen 2 core: 12 FMAs and 2 / 3 vcvtph2ps
-/// a step ran at 83% / 76% of the 12 FMAs alone; one vcvtph2ps ymm from the L1 took 1.65
-/// cycles. Elsewhere (Zen 4 with the AVX2 kernels) the dot path's 2-row groups measured
-/// faster, so the other cores keep them.
+/// The choices the GEMM makes by the core, beyond its instruction set.
+/// dot_groups_4x3: below AVX-512 the dot path's groups of rows (5 to dot_max_rows() rows,
+/// every weight dtype; and 4 rows alone of 16-bit weights) take 4 rows x 3 columns, the
+/// columns held in registers and the rows loaded one at a time (12 accumulators, 3
+/// columns and a row: the 16 registers), and dot_blocked() is not used; elsewhere 2 x 6
+/// (4 x 4 for 4 rows) with dot_blocked() from 12 rows of 16-bit weights. Set on AMD family 17h (Zen,
+/// Zen+, Zen 2; Hygon's 18h), where a 256-bit conversion of 16-bit weights takes about an
+/// FMA's issue slot (one Zen 2 core: 12 FMAs and 2 / 3 vcvtph2ps a step at 83% / 76% of
+/// the 12 FMAs alone), so that each converted vector must serve 4 FMAs, not 2 (2 x 6
+/// held f16 at 8 rows near 45% of the FMA loop, with the weights in the L2 too). One Zen 2
+/// core, x [M, 2048] @ w^T, process CPU time, GFLOP/s 2 x 6 (dot_blocked from 12) / 4 x 3:
+/// f16 [11264, 2048] at 4 / 8 / 16 / 32 / 48 rows 53 / 46-48 / 61-63 / 62-65 / 68-70 ->
+/// 64 / 65 / 67 / 68 / 68-69, bf16 51 / 49 / 62 / 64-65 / 73 -> 60-63 / 76 / 84 / 82-83
+/// / 86-87, f32 at 8 / 16 / 32 rows 41-42 / 51-54 / 61 -> 45-46 / 57-58 / 66-67 (2
+/// threads: 71-77 / 97-100 / 117-119 -> 83 / 111-113 / 128-132); f32 at 4 rows keeps 4 x
+/// 4 (39-40 against 33-34, memory-bound at 2 threads: 60 against 55). The Zen 4 measured 2 x
+/// 6 1.4-1.7x faster than 4 x 2 with the AVX2 kernels, so the other cores keep it.
 struct microarch {
-  bool convert_bound = false;
+  bool dot_groups_4x3 = false;
 };
 
 /// The core this process runs on, as cpuid tells it.
@@ -40,7 +49,7 @@ inline microarch detect_microarch() noexcept {
   const unsigned base = (a >> 8) & 0xf;
   const unsigned family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
   const bool amd = std::strcmp(vendor, "AuthenticAMD") == 0, hygon = std::strcmp(vendor, "HygonGenuine") == 0;
-  m.convert_bound = (amd && family == 0x17) || (hygon && family == 0x18);
+  m.dot_groups_4x3 = (amd && family == 0x17) || (hygon && family == 0x18);
 #endif
   return m;
 }
