@@ -7,7 +7,8 @@
 //   dot     rows <= dot_max_rows() and b k-contiguous (an nn.Linear weight read as its
 //           transpose): each output a dot product, b streamed once at memory speed,
 //           nothing packed (past 4 rows, groups of rows take each few columns in turn;
-//           16-bit columns converted once for all the groups below AVX-512: dot_blocked).
+//           16-bit columns converted once for all the groups below AVX-512: dot_blocked;
+//           the groups' shape follows the core: microarch.hpp).
 //   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
 //   rows_dot  N <= 4 (tall and skinny, a matrix times a vector): dot products of a's rows
 //           with b's few columns; a is read once and never packed.
