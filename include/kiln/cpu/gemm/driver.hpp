@@ -419,48 +419,55 @@ struct gemm {
     return n;
   }
   void row_groups_6x2_4x3(const problem& pr, int threads) const {
-    constexpr int GB = 6;
-    const index_t K_ = K(), N_ = N(), rows = pr.rows();
+    constexpr index_t GB = 6;
+    const index_t K_ = K(), rows = pr.rows();
     const index_t sixes = gemm::sixes(rows);
     const index_t r4 = sixes * 6;  // the first row of the groups of 4
     const float* abuf = gather_rows(pr);
-    const BT* b = op.b + pr.boff;
     const index_t bcs = op.bcs;
-    const index_t chunk = std::max<index_t>(GB * 4, round_up(ceil_div(N_, index_t(threads) * 32), GB));
-    const index_t tasks = ceil_div(N_, chunk);
-    cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
-      const index_t n0 = t * chunk, n1 = std::min(N_, n0 + chunk), w = n1 - n0;
-      float* vals = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * w) * sizeof(float)));
-      index_t n = n0;
-      for (; n + GB <= n1; n += GB) {  // the first call on each columns fetches the next block's
-        const BT* next = n + 2 * GB <= n1 ? b + (n + GB) * bcs : nullptr;
-        const BT* bn = b + n * bcs;
-        float* out = vals + (n - n0);
-        for (index_t j = 0; j < GB; j += 2) {
-          for (index_t s6 = 0; s6 < sixes; ++s6)
-            dot<A, 6, 2>(K_, abuf + s6 * 6 * K_, bn + j * bcs, bcs, out + s6 * 6 * w + j, w,
-                         next && s6 == 0 ? next + j * bcs : nullptr);
-        }
-        for (index_t j = 0; j < GB; j += 3) {
-          for (index_t g = r4; g < rows; g += 4)
-            dot_group<4, 3>(rows - g, K_, abuf + g * K_, bn + j * bcs, bcs, out + g * w + j, w,
-                            next && sixes == 0 && g == r4 ? next + j * bcs : nullptr);
-        }
-      }
-      for (; n < n1; ++n) {
-        for (index_t s6 = 0; s6 < sixes; ++s6)
-          dot<A, 6, 1>(K_, abuf + s6 * 6 * K_, b + n * bcs, bcs, vals + s6 * 6 * w + (n - n0), w);
-        for (index_t g = r4; g < rows; g += 4)
-          dot_group<4, 1>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w);
-      }
-      for (index_t r = 0; r < rows; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
-    });
+    column_blocks(
+        pr, threads, GB,
+        [&](const BT* bn, const BT* next, float* out, index_t w) {  // the first call on each columns fetches the next block's
+          for (index_t j = 0; j < GB; j += 2) {
+            for (index_t s6 = 0; s6 < sixes; ++s6)
+              dot<A, 6, 2>(K_, abuf + s6 * 6 * K_, bn + j * bcs, bcs, out + s6 * 6 * w + j, w,
+                           next && s6 == 0 ? next + j * bcs : nullptr);
+          }
+          for (index_t j = 0; j < GB; j += 3) {
+            for (index_t g = r4; g < rows; g += 4)
+              dot_group<4, 3>(rows - g, K_, abuf + g * K_, bn + j * bcs, bcs, out + g * w + j, w,
+                              next && sixes == 0 && g == r4 ? next + j * bcs : nullptr);
+          }
+        },
+        [&](const BT* bn, float* out, index_t w) {
+          for (index_t s6 = 0; s6 < sixes; ++s6) dot<A, 6, 1>(K_, abuf + s6 * 6 * K_, bn, bcs, out + s6 * 6 * w, w);
+          for (index_t g = r4; g < rows; g += 4) dot_group<4, 1>(rows - g, K_, abuf + g * K_, bn, bcs, out + g * w, w);
+        });
   }
 
   template <int RG, int GB>
   void row_groups(const problem& pr, int threads) const {
-    const index_t K_ = K(), N_ = N(), rows = pr.rows();
+    const index_t K_ = K(), rows = pr.rows();
     const float* abuf = gather_rows(pr);
+    const index_t bcs = op.bcs;
+    column_blocks(
+        pr, threads, GB,
+        [&](const BT* bn, const BT* next, float* out, index_t w) {  // the first group fetches the next GB columns
+          for (index_t g = 0; g < rows; g += RG)
+            dot_group<RG, GB>(rows - g, K_, abuf + g * K_, bn, bcs, out + g * w, w, g == 0 ? next : nullptr);
+        },
+        [&](const BT* bn, float* out, index_t w) {
+          for (index_t g = 0; g < rows; g += RG) dot_group<RG, 1>(rows - g, K_, abuf + g * K_, bn, bcs, out + g * w, w);
+        });
+  }
+
+  /// The row groups' loop over b's columns: tasks of whole blocks of GB columns (about 32
+  /// a thread), block(columns, the next block's columns or null, out, w) on each whole
+  /// block and column(column, out, w) on each column past them, out the task's rows x w
+  /// results (row r at out + r * w) from the block's first column; then the rows stored.
+  template <class Block, class Column>
+  void column_blocks(const problem& pr, int threads, index_t GB, Block&& block, Column&& column) const {
+    const index_t N_ = N(), rows = pr.rows();
     const BT* b = op.b + pr.boff;
     const index_t bcs = op.bcs;
     const index_t chunk = std::max<index_t>(GB * 4, round_up(ceil_div(N_, index_t(threads) * 32), GB));
@@ -469,14 +476,8 @@ struct gemm {
       const index_t n0 = t * chunk, n1 = std::min(N_, n0 + chunk), w = n1 - n0;
       float* vals = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * w) * sizeof(float)));
       index_t n = n0;
-      for (; n + GB <= n1; n += GB) {  // the first group fetches the next GB columns
-        const BT* next = n + 2 * GB <= n1 ? b + (n + GB) * bcs : nullptr;
-        for (index_t g = 0; g < rows; g += RG)
-          dot_group<RG, GB>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w, g == 0 ? next : nullptr);
-      }
-      for (; n < n1; ++n) {
-        for (index_t g = 0; g < rows; g += RG) dot_group<RG, 1>(rows - g, K_, abuf + g * K_, b + n * bcs, bcs, vals + g * w + (n - n0), w);
-      }
+      for (; n + GB <= n1; n += GB) block(b + n * bcs, n + 2 * GB <= n1 ? b + (n + GB) * bcs : nullptr, vals + (n - n0), w);
+      for (; n < n1; ++n) column(b + n * bcs, vals + (n - n0), w);
       for (index_t r = 0; r < rows; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
     });
   }
