@@ -6,7 +6,8 @@
 // AVX-512 from 12 rows converted a block at a time: dot_blocked, K = 300 and 1300 more than one
 // block, K = 3 shorter than a vector, and each row bit for bit what four rows alone give; on
 // the cores of microarch.hpp's dot_groups_4x3 groups of 4 rows x 3 columns for every dtype (f16
-// also 6 x 2: 6, 13, 16, 29 and 40 rows take groups of 6 with a rest of 1 to 4, 7 rows 4 + 3) and
+// also 6 x 2: 6, 13, 16, 29 and 40 rows take groups of 6 and the rest in 4 x 3 groups, 13 as 6
+// + 4 + 3, 29 as 4 x 6 + 4 + 1; 7 rows 4 + 3) and
 // no dot_blocked: both run on every machine, the second test taking the other cores' choice)
 // against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
 // dot_max_rows() allows (48 on AVX2, 128 on AVX-512 from 1024 columns, so 67 x 1030 there, 48
@@ -150,10 +151,9 @@ TEST(matmul_isa, every_instruction_set_this_cpu_runs) {
 
 // The dot path's groups below AVX-512 follow the core (microarch.hpp): 2 x 6 (4 x 4 for four
 // rows) and dot_blocked for 16-bit weights from 12 rows, or 4 x 3 for every dtype and 6 x 2 for
-// f16 (Zen 2). The
-// test above runs this machine's choice; this one the other (4, 6, 7, 13, 16, 29 rows: whole
-// groups, a short last group, odd N, dot_blocked or not), with the same references and the
-// same bit-for-bit check against four rows alone.
+// f16 (Zen 2). The test above runs this machine's choice; this one the other (4, 6, 7, 13, 16,
+// 29 rows: whole groups, a short last group, odd N, dot_blocked or not), with the same
+// references and the same bit-for-bit check against four rows alone.
 TEST(matmul_isa, the_other_cores_dot_shapes) {
   auto& t = kiln::detail::cpu_gemm::tuning();
   const auto detected = t;

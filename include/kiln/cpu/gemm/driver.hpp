@@ -397,7 +397,7 @@ struct gemm {
   void dot_row_groups(const problem& pr, int threads) const {
     if (dot_4x3()) {
       if constexpr (std::is_same_v<BT, half>) {
-        if (sixes(pr.rows()) > 0) return row_groups_6x2_4x3(pr, threads);
+        if (six_row_groups(pr.rows()) > 0) return row_groups_6x2_4x3(pr, threads);
       }
       return row_groups<4, 3>(pr, threads);
     }
@@ -408,12 +408,12 @@ struct gemm {
   /// columns (12 accumulators, 2 columns and a row: a conversion per 6 FMAs) while the
   /// rows allow, the rest in groups of up to 4 rows x 3 columns (7 and 8 rows as 4 + 3 and
   /// 4 + 4: 6 + 2 measured slower); each block of 6 columns serves every group from the L1
-  /// and L2, the first call on each pair or triple of them fetching the next block's. One
+  /// and L2, the first group of 6 on each pair of them fetching the next block's. One
   /// Zen 2 core, f16 [11264, 2048], two rounds, GFLOP/s 4 x 3 groups / these: 6 / 7 / 8 /
   /// 10 / 12 / 16 / 24 / 48 rows 58 / 64-65 / 63 / 61-62 / 65 / 66 / 66-67 / 68 -> 64-65 /
   /// 64-65 / 64 / 66 / 71-72 / 70 / 75 / 73-73.5. bf16 (its conversion a shift) and f32 keep
   /// 4 x 3: 6 x 2 0.85-0.95x there from 12 rows.
-  static index_t sixes(index_t rows) noexcept {
+  static index_t six_row_groups(index_t rows) noexcept {
     index_t n = 0;
     for (index_t left = rows; left >= 6 && left != 7 && left != 8; left -= 6) ++n;
     return n;
@@ -421,13 +421,13 @@ struct gemm {
   void row_groups_6x2_4x3(const problem& pr, int threads) const {
     constexpr index_t GB = 6;
     const index_t K_ = K(), rows = pr.rows();
-    const index_t sixes = gemm::sixes(rows);
+    const index_t sixes = six_row_groups(rows);  // at least one (dot_row_groups)
     const index_t r4 = sixes * 6;  // the first row of the groups of 4
     const float* abuf = gather_rows(pr);
     const index_t bcs = op.bcs;
     column_blocks(
         pr, threads, GB,
-        [&](const BT* bn, const BT* next, float* out, index_t w) {  // the first call on each columns fetches the next block's
+        [&](const BT* bn, const BT* next, float* out, index_t w) {
           for (index_t j = 0; j < GB; j += 2) {
             for (index_t s6 = 0; s6 < sixes; ++s6)
               dot<A, 6, 2>(K_, abuf + s6 * 6 * K_, bn + j * bcs, bcs, out + s6 * 6 * w + j, w,
@@ -435,8 +435,7 @@ struct gemm {
           }
           for (index_t j = 0; j < GB; j += 3) {
             for (index_t g = r4; g < rows; g += 4)
-              dot_group<4, 3>(rows - g, K_, abuf + g * K_, bn + j * bcs, bcs, out + g * w + j, w,
-                              next && sixes == 0 && g == r4 ? next + j * bcs : nullptr);
+              dot_group<4, 3>(rows - g, K_, abuf + g * K_, bn + j * bcs, bcs, out + g * w + j, w);
           }
         },
         [&](const BT* bn, float* out, index_t w) {
