@@ -708,6 +708,17 @@ struct gemm {
   /// / 168-169, S = 512 168-176 / 188-192 / 186-188; one thread S = 128 80 / 88 / 88.
   static constexpr index_t nc_limit = 2048;
 
+  /// Cache lines of kcb elements of a k-contiguous column of b.
+  static index_t lines_per_column(index_t kcb) noexcept { return ceil_div(kcb * index_t(sizeof(BT)), 64); }
+  /// Fetches lines [l0, l0 + count) of the first kcb elements of `cols` k-contiguous
+  /// columns (ldb apart, from col) into the L2, a column's lines after another's.
+  static void prefetch_column_lines(const BT* col, index_t ldb, index_t kcb, index_t cols, index_t l0,
+                                    index_t count) noexcept {
+    constexpr index_t line = 64 / index_t(sizeof(BT));
+    const index_t per = lines_per_column(kcb), end = std::min(l0 + count, cols * per);
+    for (index_t l = l0; l < end; ++l) prefetch_l2(col + (l / per) * ldb + (l % per) * line);
+  }
+
   /// BLIS-style blocked product (see the top of this file).
   void packed(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N();
@@ -780,25 +791,36 @@ struct gemm {
         std::atomic<index_t> next_block[max_gemm_parts];  // per part: the next row block to claim
         std::atomic<index_t> part_step[max_gemm_parts];   // per part: the step its blocks are claimed for
         for (index_t ns = 0; ns < nsplit; ++ns) part_step[ns].store(-1, std::memory_order_relaxed);
+        // the panels of group gi at step k0, panel q of it at dst + (q - gi * group) * bps
+        const auto pack_group = [&](index_t gi, index_t k0, float* dst) {
+          const index_t kcb = std::min(kc, K_ - k0);
+          const index_t q0 = gi * group, q1 = std::min(panels, q0 + group);
+          const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
+          const index_t full = std::min(q1, (N_ - jc) / NR);  // panels without an edge
+          if (bm.cs == 1 && q0 < full) pack_b_rows<A>(part, kcb, jc + q0 * NR, full - q0, dst, bps);
+          for (index_t q = bm.cs == 1 ? std::max(q0, full) : q0; q < q1; ++q) {
+            const index_t n = jc + q * NR;
+            pack_b_panel<A>(part, kcb, n, std::min<index_t>(NR, N_ - n), dst + (q - q0) * bps);
+          }
+        };
         const auto ensure_packed = [&](index_t gi, index_t k0) {
           std::atomic<std::uint8_t>& st = packed_state[gi];
           if (st.load(std::memory_order_acquire) == 2) return;
           std::uint8_t expect = 0;
           if (st.compare_exchange_strong(expect, 1, std::memory_order_acq_rel)) {
-            const index_t kcb = std::min(kc, K_ - k0);
-            const index_t q0 = gi * group, q1 = std::min(panels, q0 + group);
-            const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
-            const index_t full = std::min(q1, (N_ - jc) / NR);  // panels without an edge
-            if (bm.cs == 1 && q0 < full) pack_b_rows<A>(part, kcb, jc + q0 * NR, full - q0, bpack + q0 * bps, bps);
-            for (index_t q = bm.cs == 1 ? std::max(q0, full) : q0; q < q1; ++q) {
-              const index_t n = jc + q * NR;
-              pack_b_panel<A>(part, kcb, n, std::min<index_t>(NR, N_ - n), bpack + q * bps);
-            }
+            pack_group(gi, k0, bpack + gi * group * bps);
             st.store(2, std::memory_order_release);
             return;
           }
           while (st.load(std::memory_order_acquire) != 2) cpu_relax();
         };
+        // One row block (rows <= mc): each packed panel serves that block alone, so its
+        // thread packs a group at a time into its own scratch, which stays in the L2, and
+        // fetches the next group's columns (a k-contiguous b) into the L2 meanwhile, a part
+        // per micro-panel of a. Packed into the block of b shared by the threads, the
+        // panels went out to the L3 and were read back for every write (2 MiB at nc =
+        // 2048, kc = 256), and the columns came from memory while nothing else ran.
+        const bool own = mblocks == 1;
         // row block mb of part ns at step s: pack a's block, run the micro-kernel over
         // the part's panels, and at the last step hand the finished segments to the
         // epilogue. start: the panel (from the part's first) to begin with.
@@ -809,9 +831,11 @@ struct gemm {
           const auto [p0, p1] = part_panels(ns);
           const index_t mr_rows = b1 - b0;
           const index_t apanels = ceil_div(mr_rows, MR);
-          float* apack =
-              reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t((apanels + 1) * MR * kcb) * sizeof(float)));
+          const index_t apack_size = round_up((apanels + 1) * MR * kcb, 16);
+          float* apack = reinterpret_cast<float*>(
+              cpu_scheduler::scratch(std::size_t(apack_size + (own ? group * bps : 0)) * sizeof(float)));
           float* tmp = apack + apanels * MR * kcb;  // MR rows of kcb floats (a's converted rows)
+          float* gpack = apack + apack_size;       // own: the group of panels in use
           for (index_t ip = 0; ip < apanels; ++ip) {
             float* panel = apack + ip * MR * kcb;
             const int prow = int(std::min<index_t>(MR, mr_rows - ip * MR));
@@ -825,10 +849,30 @@ struct gemm {
           const index_t span = p1 - p0;
           for (index_t i = 0; i < span; ++i) {
             const index_t p = p0 + (start + i) % span;
-            ensure_packed(p / group, k0);
-            const float* bpan = bpack + p * bps;
+            const index_t gi = p / group;
+            const float* bpan;
+            const BT* ahead = nullptr;  // own: columns to fetch meanwhile
+            index_t ahead_cols = 0, ahead_kcb = 0, per_apanel = 0;
+            if (own) {
+              if (i == 0 || p % group == 0) pack_group(gi, k0, gpack);  // start is 0 here
+              bpan = gpack + (p - gi * group) * bps;
+              if (bm.rs == 1) {  // the same panel of the next group, or of the part's first at the next step
+                const index_t pn = p + group < p1 ? p + group : p0 + (p - gi * group);
+                const index_t kn = p + group < p1 ? k0 : k0 + kc;
+                if (kn < K_) {
+                  ahead = bm.at(kn, jc + pn * NR);
+                  ahead_cols = std::min<index_t>(NR, ncb - pn * NR);
+                  ahead_kcb = std::min(kc, K_ - kn);
+                  per_apanel = ceil_div(ahead_cols * lines_per_column(ahead_kcb), apanels);
+                }
+              }
+            } else {
+              ensure_packed(gi, k0);
+              bpan = bpack + p * bps;
+            }
             const int nr = int(std::min<index_t>(NR, ncb - p * NR));
             for (index_t ip = 0; ip < apanels; ++ip) {
+              if (ahead) prefetch_column_lines(ahead, bm.cs, ahead_kcb, ahead_cols, ip * per_apanel, per_apanel);
               const float* apan = apack + ip * MR * kcb;
               const int mr = int(std::min<index_t>(MR, mr_rows - ip * MR));
               float* c = cbase + (b0 + ip * MR) * ldc + p * NR;

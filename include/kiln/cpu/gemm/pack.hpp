@@ -187,15 +187,29 @@ void pack_columns(Col&& col, int n, index_t K, float* dst) noexcept {
   index_t k0 = 0;
   if constexpr (tile<A>::vector) {
     constexpr int L = tile<A>::L;
-    for (; k0 + L <= K; k0 += L) {
+    const index_t kv = K / L * L;
 #pragma GCC unroll 1
-      for (int j0 = 0; j0 < NR; j0 += L) {
+    for (int j0 = 0; j0 < NR; j0 += L) {
+      if (j0 + L <= n) {
+        decltype(col(0)) c[L];
+#pragma GCC unroll 16
+        for (int i = 0; i < L; ++i) c[i] = col(j0 + i);
+        for (k0 = 0; k0 < kv; k0 += L) {
+          fvec<A> v[L];
+#pragma GCC unroll 16
+          for (int i = 0; i < L; ++i) v[i] = vload<A>(c[i] + k0);
+          transpose_square<A>(v, [&](int k, fvec<A> x) { vstore<A>(dst + (k0 + k) * NR + j0, x); });
+        }
+        continue;
+      }
+      for (k0 = 0; k0 < kv; k0 += L) {
         fvec<A> v[L];
 #pragma GCC unroll 16
         for (int i = 0; i < L; ++i) v[i] = j0 + i < n ? vload<A>(col(j0 + i) + k0) : vzero<A>();
         transpose_square<A>(v, [&](int k, fvec<A> x) { vstore<A>(dst + (k0 + k) * NR + j0, x); });
       }
     }
+    k0 = kv;
   }
   for (int j = 0; j < NR; ++j) {
     for (index_t k = k0; k < K; ++k) dst[k * NR + j] = j < n ? static_cast<float>(col(j)[k]) : 0.0f;
