@@ -708,17 +708,6 @@ struct gemm {
   /// / 168-169, S = 512 168-176 / 188-192 / 186-188; one thread S = 128 80 / 88 / 88.
   static constexpr index_t nc_limit = 2048;
 
-  /// Cache lines of kcb elements of a k-contiguous column of b.
-  static index_t lines_per_column(index_t kcb) noexcept { return ceil_div(kcb * index_t(sizeof(BT)), 64); }
-  /// Fetches lines [l0, l0 + count) of the first kcb elements of `cols` k-contiguous
-  /// columns (ldb apart, from col) into the L2, a column's lines after another's.
-  static void prefetch_column_lines(const BT* col, index_t ldb, index_t kcb, index_t cols, index_t l0,
-                                    index_t count) noexcept {
-    constexpr index_t line = 64 / index_t(sizeof(BT));
-    const index_t per = lines_per_column(kcb), end = std::min(l0 + count, cols * per);
-    for (index_t l = l0; l < end; ++l) prefetch_l2(col + (l / per) * ldb + (l % per) * line);
-  }
-
   /// BLIS-style blocked product (see the top of this file).
   void packed(const problem& pr, int threads) const {
     const index_t K_ = K(), N_ = N();
@@ -815,11 +804,15 @@ struct gemm {
           while (st.load(std::memory_order_acquire) != 2) cpu_relax();
         };
         // One row block (rows <= mc): each packed panel serves that block alone, so its
-        // thread packs a group at a time into its own scratch, which stays in the L2, and
-        // fetches the next group's columns (a k-contiguous b) into the L2 meanwhile, a part
-        // per micro-panel of a. Packed into the block of b shared by the threads, the
-        // panels went out to the L3 and were read back for every write (2 MiB at nc =
-        // 2048, kc = 256), and the columns came from memory while nothing else ran.
+        // thread packs a group at a time into its own scratch, which stays in the L2 (the
+        // block of b shared by the threads, 2 MiB at nc = 2048 and kc = 256 on AVX2, went
+        // out to the L3, and packing read each line back to write it). One Zen 2 core, f16
+        // [11264, 2048] at S = 128: packing 12% -> 6% of the product's time (perf), with
+        // pack_columns() holding its column pointers; 2 threads, process CPU time, two
+        // rounds, GFLOP/s S = 64 / 128 149-152 / 162-167 -> 161-163 / 174; kv [512, 2048]
+        // at 128 166-168 -> 171-173, down [2048, 5632] 174-175 -> 179-181. Fetching the
+        // next group's columns into the L2 meanwhile (a part per micro-panel of a) made
+        // it 2% slower again.
         const bool own = mblocks == 1;
         // row block mb of part ns at step s: pack a's block, run the micro-kernel over
         // the part's panels, and at the last step hand the finished segments to the
@@ -851,28 +844,15 @@ struct gemm {
             const index_t p = p0 + (start + i) % span;
             const index_t gi = p / group;
             const float* bpan;
-            const BT* ahead = nullptr;  // own: columns to fetch meanwhile
-            index_t ahead_cols = 0, ahead_kcb = 0, per_apanel = 0;
             if (own) {
               if (i == 0 || p % group == 0) pack_group(gi, k0, gpack);  // start is 0 here
               bpan = gpack + (p - gi * group) * bps;
-              if (bm.rs == 1) {  // the same panel of the next group, or of the part's first at the next step
-                const index_t pn = p + group < p1 ? p + group : p0 + (p - gi * group);
-                const index_t kn = p + group < p1 ? k0 : k0 + kc;
-                if (kn < K_) {
-                  ahead = bm.at(kn, jc + pn * NR);
-                  ahead_cols = std::min<index_t>(NR, ncb - pn * NR);
-                  ahead_kcb = std::min(kc, K_ - kn);
-                  per_apanel = ceil_div(ahead_cols * lines_per_column(ahead_kcb), apanels);
-                }
-              }
             } else {
               ensure_packed(gi, k0);
               bpan = bpack + p * bps;
             }
             const int nr = int(std::min<index_t>(NR, ncb - p * NR));
             for (index_t ip = 0; ip < apanels; ++ip) {
-              if (ahead) prefetch_column_lines(ahead, bm.cs, ahead_kcb, ahead_cols, ip * per_apanel, per_apanel);
               const float* apan = apack + ip * MR * kcb;
               const int mr = int(std::min<index_t>(MR, mr_rows - ip * MR));
               float* c = cbase + (b0 + ip * MR) * ldc + p * NR;

@@ -181,7 +181,10 @@ void pad_a_panel(int rows, index_t kc, float* panel) noexcept {
 /// a time, each column's L elements loaded (16-bit weights converted in the load: F16C /
 /// AVX-512 for f16, a shift for bf16), the square transposed in registers and stored a
 /// step at a time. One element at a time, this packing took 30% of x [128, 2048] @ w^T
-/// (w f16 [2048, 2048]) on one thread.
+/// (w f16 [2048, 2048]) on one thread. L columns go down the whole K before the next L,
+/// their pointers held in registers where all L exist (one Zen 2 core, f16 panels of 16
+/// columns x 256 from the L2 into a panel in the L1: 0.23 -> 0.105 ns an element, against
+/// squares taken across the panel at each k with the pointers computed per load).
 template <class A, int NR, class Col>
 void pack_columns(Col&& col, int n, index_t K, float* dst) noexcept {
   index_t k0 = 0;
@@ -190,7 +193,7 @@ void pack_columns(Col&& col, int n, index_t K, float* dst) noexcept {
     const index_t kv = K / L * L;
 #pragma GCC unroll 1
     for (int j0 = 0; j0 < NR; j0 += L) {
-      if (j0 + L <= n) {
+      if (j0 + L <= n) {  // L whole columns
         decltype(col(0)) c[L];
 #pragma GCC unroll 16
         for (int i = 0; i < L; ++i) c[i] = col(j0 + i);
