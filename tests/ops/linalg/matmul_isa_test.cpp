@@ -10,7 +10,7 @@
 // + 4 + 3, 29 as 4 x 6 + 4 + 1; 7 rows 4 + 3) and
 // no dot_blocked: both run on every machine, the second test taking the other cores' choice)
 // against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
-// dot_max_rows() allows (48 on AVX2, 128 on AVX-512 from 1024 columns, so 67 x 1030 there, 48
+// dot_max_rows() allows (48 on AVX2, 23 / 39 on the dot_groups_4x3 cores, 128 on AVX-512 from 1024 columns, so 67 x 1030 there, 48
 // under; f32 32, 48 on AVX-512). 40 (past AVX-512's 48: 67) to 128 rows against the transposed
 // f32 weight take the transposed path (micro_t: the weight's rows read in place, x's rows
 // packed, the tile written transposed; edges of both, K = 1300 and 2100 two and three depth
@@ -158,6 +158,7 @@ TEST(matmul_isa, the_other_cores_dot_shapes) {
   auto& t = kiln::detail::cpu_gemm::tuning();
   const auto detected = t;
   t.dot_groups_4x3 = !detected.dot_groups_4x3;
+  t.dot_rows_16bit = t.dot_rows_16bit_wide = detected.dot_groups_4x3 ? 0 : 23;  // the other cores' rows too
   struct restore {
     kiln::detail::cpu_gemm::microarch& t;
     kiln::detail::cpu_gemm::microarch saved;
