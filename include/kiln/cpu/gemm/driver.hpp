@@ -786,10 +786,9 @@ struct gemm {
         std::atomic<index_t> next_block[max_gemm_parts];  // per part: the next row block to claim
         std::atomic<index_t> part_step[max_gemm_parts];   // per part: the step its blocks are claimed for
         for (index_t ns = 0; ns < nsplit; ++ns) part_step[ns].store(-1, std::memory_order_relaxed);
-        // the panels of group gi at step k0, panel q of it at dst + (q - gi * group) * bps
-        const auto pack_group = [&](index_t gi, index_t k0, float* dst) {
+        // panels [q0, q1) at step k0, panel q at dst + (q - q0) * bps
+        const auto pack_panels = [&](index_t q0, index_t q1, index_t k0, float* dst) {
           const index_t kcb = std::min(kc, K_ - k0);
-          const index_t q0 = gi * group, q1 = std::min(panels, q0 + group);
           const strided<BT> part{bm.at(k0, 0), bm.rs, bm.cs};
           const index_t full = std::min(q1, (N_ - jc) / NR);  // panels without an edge
           if (bm.cs == 1 && q0 < full) pack_b_rows<A>(part, kcb, jc + q0 * NR, full - q0, dst, bps);
@@ -803,7 +802,7 @@ struct gemm {
           if (st.load(std::memory_order_acquire) == 2) return;
           std::uint8_t expect = 0;
           if (st.compare_exchange_strong(expect, 1, std::memory_order_acq_rel)) {
-            pack_group(gi, k0, bpack + gi * group * bps);
+            pack_panels(gi * group, std::min(panels, gi * group + group), k0, bpack + gi * group * bps);
             st.store(2, std::memory_order_release);
             return;
           }
@@ -820,6 +819,12 @@ struct gemm {
         // next group's columns into the L2 meanwhile (a part per micro-panel of a) made
         // it 2% slower again.
         const bool own = mblocks == 1;
+        // own: the panels packed at a time, about an eighth of the L2 (AVX2 kc = 256 with
+        // 512 KiB: 3 panels of 16 KiB; AVX-512 kc = 1024 with 1 MiB: one of 128 KiB). On the
+        // Zen 2, 2 panels at a time and 8 measured the same (2 threads, x [128, 2048] @ w^T,
+        // f16 w [11264, 2048] and [512, 2048]: 171-175 GFLOP/s each).
+        const index_t own_group =
+            std::clamp<index_t>(index_t(caches().l2 / 8 / sizeof(float)) / bps, 1, group);
         // row block mb of part ns at step s: pack a's block, run the micro-kernel over
         // the part's panels, and at the last step hand the finished segments to the
         // epilogue. start: the panel (from the part's first) to begin with.
@@ -832,9 +837,9 @@ struct gemm {
           const index_t apanels = ceil_div(mr_rows, MR);
           const index_t apack_size = round_up((apanels + 1) * MR * kcb, 16);
           float* apack = reinterpret_cast<float*>(
-              cpu_scheduler::scratch(std::size_t(apack_size + (own ? group * bps : 0)) * sizeof(float)));
+              cpu_scheduler::scratch(std::size_t(apack_size + (own ? own_group * bps : 0)) * sizeof(float)));
           float* tmp = apack + apanels * MR * kcb;  // MR rows of kcb floats (a's converted rows)
-          float* gpack = apack + apack_size;       // own: the group of panels in use
+          float* gpack = apack + apack_size;       // own: the panels in use
           for (index_t ip = 0; ip < apanels; ++ip) {
             float* panel = apack + ip * MR * kcb;
             const int prow = int(std::min<index_t>(MR, mr_rows - ip * MR));
@@ -848,13 +853,14 @@ struct gemm {
           const index_t span = p1 - p0;
           for (index_t i = 0; i < span; ++i) {
             const index_t p = p0 + (start + i) % span;
-            const index_t gi = p / group;
             const float* bpan;
             if (own) {
-              if (i == 0 || p % group == 0) pack_group(gi, k0, gpack);  // start is 0 here
-              bpan = gpack + (p - gi * group) * bps;
+              // start is 0 here: the part's panels in order, own_group at a time
+              const index_t q0 = p - (p - p0) % own_group;
+              if (p == q0) pack_panels(q0, std::min(p1, q0 + own_group), k0, gpack);
+              bpan = gpack + (p - q0) * bps;
             } else {
-              ensure_packed(gi, k0);
+              ensure_packed(p / group, k0);
               bpan = bpack + p * bps;
             }
             const int nr = int(std::min<index_t>(NR, ncb - p * NR));
