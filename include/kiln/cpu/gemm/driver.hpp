@@ -808,17 +808,19 @@ struct gemm {
           }
           while (st.load(std::memory_order_acquire) != 2) cpu_relax();
         };
-        // One row block (rows <= mc): each packed panel serves that block alone, so its
-        // thread packs a group at a time into its own scratch, which stays in the L2 (the
-        // block of b shared by the threads, 2 MiB at nc = 2048 and kc = 256 on AVX2, went
-        // out to the L3, and packing read each line back to write it). One Zen 2 core, f16
+        // One row block (rows <= mc) against k-contiguous columns (a weight, x @ w^T): each
+        // packed panel serves that block alone, so its thread packs a few panels at a time
+        // into its own scratch, which stays in the L2 (the block of b shared by the
+        // threads, 2 MiB at nc = 2048 and kc = 256 on AVX2, went out to the L3, and packing
+        // read each line back to write it). A row-major b keeps the shared groups, which
+        // it reads in runs of group x NR floats a row. One Zen 2 core, f16
         // [11264, 2048] at S = 128: packing 12% -> 6% of the product's time (perf), with
         // pack_columns() holding its column pointers; 2 threads, process CPU time, two
         // rounds, GFLOP/s S = 64 / 128 149-152 / 162-167 -> 161-163 / 174; kv [512, 2048]
         // at 128 166-168 -> 171-173, down [2048, 5632] 174-175 -> 179-181. Fetching the
         // next group's columns into the L2 meanwhile (a part per micro-panel of a) made
         // it 2% slower again.
-        const bool own = mblocks == 1;
+        const bool own = mblocks == 1 && bm.rs == 1;
         // own: the panels packed at a time, about an eighth of the L2 (AVX2 kc = 256 with
         // 512 KiB: 3 panels of 16 KiB; AVX-512 kc = 1024 with 1 MiB: one of 128 KiB). On the
         // Zen 2, 2 panels at a time and 8 measured the same (2 threads, x [128, 2048] @ w^T,
