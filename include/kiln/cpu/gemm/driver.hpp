@@ -24,7 +24,9 @@
 //           row chunks x nc (at most 16 MiB) whose finished segments the epilogue reads
 //           after the last kc step. The threads split the columns, each packing the
 //           panels of b its part needs and running every step of its part without a
-//           barrier (split by rows, sharing b's panels, when there are too few panels).
+//           barrier (split by rows, sharing b's panels, when there are too few panels);
+//           with one row block against a weight's k-contiguous columns each thread packs
+//           its panels a few at a time into its own scratch, not the shared block.
 // Every path hands each finished row segment to the epilogue (structural_io::store)
 // once; the bare `y = kiln::matmul(a, b)` into a contiguous f32 tensor accumulates in y
 // itself. a's prologue is evaluated row segment by row segment as it is packed.
