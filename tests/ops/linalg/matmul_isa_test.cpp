@@ -8,7 +8,9 @@
 // the cores of microarch.hpp's dot_groups_4x3 groups of 4 rows x 3 columns for every dtype (f16
 // also 6 x 2: 6, 13, 16, 29 and 40 rows take groups of 6 and the rest in 4 x 3 groups, 13 as 6
 // + 4 + 3, 29 as 4 x 6 + 4 + 1; 7 rows 4 + 3) and
-// no dot_blocked: both run on every machine, the second test taking the other cores' choice)
+// no dot_blocked: both run on every machine, the second test taking the other cores' choice;
+// those cores send 16-bit weights to the packed path from 24 rows, so a third test runs their
+// groups up to the ISA's 48 rows, 29 and 40 included)
 // against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
 // dot_max_rows() allows (48 on AVX2, 23 / 39 on the dot_groups_4x3 cores, 128 on AVX-512 from 1024 columns, so 67 x 1030 there, 48
 // under; f32 32, 48 on AVX-512). 40 (past AVX-512's 48: 67) to 128 rows against the transposed
@@ -149,26 +151,39 @@ TEST(matmul_isa, every_instruction_set_this_cpu_runs) {
 #endif
 }
 
+// The GEMM's core traits (microarch.hpp) changed for one test, the detected ones put back
+// after it.
+struct tuning_scope {
+  kiln::detail::cpu_gemm::microarch& t = kiln::detail::cpu_gemm::tuning();
+  const kiln::detail::cpu_gemm::microarch detected = t;
+  ~tuning_scope() { t = detected; }
+};
+
 // The dot path's groups below AVX-512 follow the core (microarch.hpp): 2 x 6 (4 x 4 for four
 // rows) and dot_blocked for 16-bit weights from 12 rows, or 4 x 3 for every dtype and 6 x 2 for
 // f16 (Zen 2). The test above runs this machine's choice; this one the other (4, 6, 7, 13, 16,
 // 29 rows: whole groups, a short last group, odd N, dot_blocked or not), with the same
 // references and the same bit-for-bit check against four rows alone.
 TEST(matmul_isa, the_other_cores_dot_shapes) {
-  auto& t = kiln::detail::cpu_gemm::tuning();
-  const auto detected = t;
-  t.dot_groups_4x3 = !detected.dot_groups_4x3;
-  t.dot_rows_16bit = t.dot_rows_16bit_wide = detected.dot_groups_4x3 ? 0 : 23;  // the other cores' rows too
-  struct restore {
-    kiln::detail::cpu_gemm::microarch& t;
-    kiln::detail::cpu_gemm::microarch saved;
-    ~restore() { t = saved; }
-  } r{t, detected};
+  const tuning_scope scope;
+  scope.t.dot_groups_4x3 = !scope.detected.dot_groups_4x3;
+  scope.t.dot_rows_16bit = scope.t.dot_rows_16bit_wide = scope.detected.dot_groups_4x3 ? 0 : 23;  // the other cores' rows too
 #if XSIMD_WITH_SSE2
   check_arch<xsimd::sse2, kiln::half>("sse2, the other core's choice");
 #endif
 #if XSIMD_WITH_FMA3_AVX2
   check_arch<xsimd::fma3<xsimd::avx2>, kiln::half, kiln::bfloat16>("fma3<avx2>, the other core's choice");
+#endif
+}
+
+// The 4 x 3 / 6 x 2 groups past the rows where their cores leave the dot path (23 and 39 for
+// 16-bit weights): 29 and 40 rows (4 and 6 groups of 6 with the rest in 4 x 3) through them.
+TEST(matmul_isa, the_4x3_groups_to_the_isa_rows) {
+  const tuning_scope scope;
+  scope.t.dot_groups_4x3 = true;
+  scope.t.dot_rows_16bit = scope.t.dot_rows_16bit_wide = 0;
+#if XSIMD_WITH_FMA3_AVX2
+  check_arch<xsimd::fma3<xsimd::avx2>, kiln::half, kiln::bfloat16>("fma3<avx2>, 4 x 3 groups to 48 rows");
 #endif
 }
 

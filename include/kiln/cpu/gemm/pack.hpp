@@ -182,7 +182,7 @@ void pad_a_panel(int rows, index_t kc, float* panel) noexcept {
 /// AVX-512 for f16, a shift for bf16), the square transposed in registers and stored a
 /// step at a time. One element at a time, this packing took 30% of x [128, 2048] @ w^T
 /// (w f16 [2048, 2048]) on one thread. L columns go down the whole K before the next L,
-/// their pointers held in registers where all L exist (one Zen 2 core, f16 panels of 16
+/// their pointers held (one Zen 2 core, f16 panels of 16
 /// columns x 256 from the L2 into a panel in the L1: 0.23 -> 0.105 ns an element, against
 /// squares taken across the panel at each k with the pointers computed per load).
 template <class A, int NR, class Col>
@@ -191,26 +191,22 @@ void pack_columns(Col&& col, int n, index_t K, float* dst) noexcept {
   if constexpr (tile<A>::vector) {
     constexpr int L = tile<A>::L;
     const index_t kv = K / L * L;
-#pragma GCC unroll 1
-    for (int j0 = 0; j0 < NR; j0 += L) {
-      if (j0 + L <= n) {  // L whole columns
-        decltype(col(0)) c[L];
+    // L columns from j0 (whole: all of them exist; else those past n read as zeros)
+    const auto squares = [&](int j0, auto whole) {
+      decltype(col(0)) c[L];
 #pragma GCC unroll 16
-        for (int i = 0; i < L; ++i) c[i] = col(j0 + i);
-        for (k0 = 0; k0 < kv; k0 += L) {
-          fvec<A> v[L];
-#pragma GCC unroll 16
-          for (int i = 0; i < L; ++i) v[i] = vload<A>(c[i] + k0);
-          transpose_square<A>(v, [&](int k, fvec<A> x) { vstore<A>(dst + (k0 + k) * NR + j0, x); });
-        }
-        continue;
-      }
-      for (k0 = 0; k0 < kv; k0 += L) {
+      for (int i = 0; i < L; ++i) c[i] = whole || j0 + i < n ? col(j0 + i) : nullptr;
+      for (index_t k = 0; k < kv; k += L) {
         fvec<A> v[L];
 #pragma GCC unroll 16
-        for (int i = 0; i < L; ++i) v[i] = j0 + i < n ? vload<A>(col(j0 + i) + k0) : vzero<A>();
-        transpose_square<A>(v, [&](int k, fvec<A> x) { vstore<A>(dst + (k0 + k) * NR + j0, x); });
+        for (int i = 0; i < L; ++i) v[i] = whole || c[i] ? vload<A>(c[i] + k) : vzero<A>();
+        transpose_square<A>(v, [&](int kk, fvec<A> x) { vstore<A>(dst + (k + kk) * NR + j0, x); });
       }
+    };
+#pragma GCC unroll 1
+    for (int j0 = 0; j0 < NR; j0 += L) {
+      if (j0 + L <= n) squares(j0, std::true_type{});
+      else squares(j0, std::false_type{});
     }
     k0 = kv;
   }
