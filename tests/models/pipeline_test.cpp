@@ -123,7 +123,9 @@ TYPED_TEST(pipeline, llama_over_two_contexts) {
   EXPECT_FALSE(one.placement().split());
   const auto before = external_copies(b);
   check_split(m, one, kiln_test::fixtures::llama());
-  if (share_memory(a, b)) EXPECT_GT(external_copies(b), before) << "the stages' copies went device to device";
+  if (share_memory(a, b)) {
+    EXPECT_GT(external_copies(b), before) << "the stages' copies went device to device";
+  }
 }
 
 TYPED_TEST(pipeline, bitnet_over_two_contexts_with_its_tied_head_on_the_last) {
@@ -241,7 +243,9 @@ TYPED_TEST(pipeline, copy_to_another_context_and_backend) {
   EXPECT_EQ(kiln::copy_to(b, kiln::from_host(a, ids)).to_host(), ids);
   EXPECT_EQ(kiln::copy_to(b, kiln::empty<float>(a, {0, 3})).shape(), kiln::shape({0, 3}));
   // the three non-empty copies from a to b went device to device where the two share memory
-  if (share_memory(a, b)) EXPECT_EQ(external_copies(b) - before, 3u);
+  if (share_memory(a, b)) {
+    EXPECT_EQ(external_copies(b) - before, 3u);
+  }
 #if defined(KILN_TEST_VULKAN)
   if constexpr (std::is_same_v<TypeParam, kiln::vulkan>) {
     // the same copies forced through the host: a context that refuses shared memory

@@ -331,8 +331,11 @@ TEST_F(attention, a_row_of_nan_scores_is_nan) {
       for (index_t i = 0; i < rows; ++i)
         for (index_t c = 0; c < D; ++c) {
           const float e = h[static_cast<std::size_t>(i * D + c)];
-          if (Sq - rows + i == 3) EXPECT_TRUE(std::isnan(e)) << variant << " rows " << rows << ": row " << i << " is " << e;
-          else EXPECT_TRUE(std::isfinite(e)) << variant << " rows " << rows << ": row " << i << " is " << e;
+          if (Sq - rows + i == 3) {
+            EXPECT_TRUE(std::isnan(e)) << variant << " rows " << rows << ": row " << i << " is " << e;
+          } else {
+            EXPECT_TRUE(std::isfinite(e)) << variant << " rows " << rows << ": row " << i << " is " << e;
+          }
         }
       gpu_f32 z;
       z = kiln::attention(kiln::slice(q, 2, 0, rows), nan_k, v);

@@ -106,8 +106,11 @@ TEST_F(kernels, f16_round_trips_and_f16_to_f32_is_exact) {
   const auto bv = back.to_host();
   for (std::uint32_t b = 0; b < 65536; ++b) {
     const bool nan = (b & 0x7c00u) == 0x7c00u && (b & 0x3ffu);
-    if (nan) ASSERT_EQ(bv[b].bits & 0x7e00u, 0x7e00u) << "a NaN stays a (quiet) NaN, bits " << b;
-    else ASSERT_EQ(bv[b].bits, b) << "bits " << b;
+    if (nan) {
+      ASSERT_EQ(bv[b].bits & 0x7e00u, 0x7e00u) << "a NaN stays a (quiet) NaN, bits " << b;
+    } else {
+      ASSERT_EQ(bv[b].bits, b) << "bits " << b;
+    }
   }
 }
 

@@ -259,8 +259,11 @@ TEST(attention, nan_stays_in_its_row) {
     for (index_t i = 0; i < d.Sq; ++i) {
       for (index_t c = 0; c < d.Dv; ++c) {
         const float x = got[static_cast<std::size_t>(i * d.Dv + c)];
-        if (i == 2) EXPECT_TRUE(std::isnan(x)) << d.str() << " row " << i << " col " << c;
-        else EXPECT_TRUE(std::isfinite(x)) << d.str() << " row " << i << " col " << c;
+        if (i == 2) {
+          EXPECT_TRUE(std::isnan(x)) << d.str() << " row " << i << " col " << c;
+        } else {
+          EXPECT_TRUE(std::isfinite(x)) << d.str() << " row " << i << " col " << c;
+        }
       }
     }
   }

@@ -93,8 +93,11 @@ void check_exp_lanes(const char* label) {
     } else {
       y = kiln::detail::exp_approx(xsimd::batch<float, Arch>(x)).get(0);
     }
-    if (std::isnan(x)) EXPECT_TRUE(std::isnan(y)) << label;
-    else EXPECT_EQ(y, std::exp(x)) << label << ": exp(" << x << ")";
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(y)) << label;
+    } else {
+      EXPECT_EQ(y, std::exp(x)) << label << ": exp(" << x << ")";
+    }
   }
 }
 

@@ -108,7 +108,7 @@ void check_arch(const char* name) {
       }
     };
     (narrow(W16{}), ...);
-    if (M > kiln::detail::cpu_gemm::dot_max_rows<Arch, float>() && M <= 128) {  // the transposed path: named, with an epilogue, x batched
+    if (M > kiln::detail::cpu_gemm::dot_max_rows<Arch, float>() && M <= kiln::detail::cpu_gemm::transposed_max_rows<Arch>(N)) {  // the transposed path: named, with an epilogue, x batched
       EXPECT_NE(kiln::kernel_variant(kiln::matmul(a, kiln::transpose(bt))).find("transposed"), std::string::npos) << what;
       kiln_test::reference rt = r;
       for (std::size_t i = 0; i < rt.value.size(); ++i) {
@@ -163,11 +163,13 @@ struct tuning_scope {
 // rows) and dot_blocked for 16-bit weights from 12 rows, or 4 x 3 for every dtype and 6 x 2 for
 // f16 (Zen 2). The test above runs this machine's choice; this one the other (4, 6, 7, 13, 16,
 // 29 rows: whole groups, a short last group, odd N, dot_blocked or not), with the same
-// references and the same bit-for-bit check against four rows alone.
+// references and the same bit-for-bit check against four rows alone; and the other cores'
+// bound on the transposed path for f32 weights of at most 1024 columns (128 or 64 rows).
 TEST(matmul_isa, the_other_cores_dot_shapes) {
   const tuning_scope scope;
   scope.t.dot_groups_4x3 = !scope.detected.dot_groups_4x3;
   scope.t.dot_rows_16bit = scope.t.dot_rows_16bit_wide = scope.detected.dot_groups_4x3 ? 0 : 23;  // the other cores' rows too
+  scope.t.transposed_rows_narrow = scope.detected.dot_groups_4x3 ? 0 : 64;  // and their f32 paths past 64 rows
 #if XSIMD_WITH_SSE2
   check_arch<xsimd::sse2, kiln::half>("sse2, the other core's choice");
 #endif

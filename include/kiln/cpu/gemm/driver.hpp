@@ -12,7 +12,8 @@
 //   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
 //   rows_dot  N <= 4 (tall and skinny, a matrix times a vector): dot products of a's rows
 //           with b's few columns; a is read once and never packed.
-//   transposed  up to 128 rows (past dot's) against a k-contiguous f32 b (a prefill chunk against an
+//   transposed  up to 128 rows (past dot's; 64 against narrow weights on some cores:
+//           microarch.hpp) against a k-contiguous f32 b (a prefill chunk against an
 //           nn.Linear weight): y^T = w x^T, w's rows read in place as the micro-kernel's
 //           A (micro_t), x's rows packed once as its B, the tile stored transposed; the
 //           weight is never packed (see transposed()).
@@ -115,6 +116,18 @@ constexpr index_t transposed_max_rows() {
   return 128;
 }
 
+/// Output columns up to which microarch's transposed_rows_narrow applies (k and v).
+inline constexpr index_t transposed_narrow_columns = 1024;
+
+/// transposed_max_rows() for a product with N output columns, on this core (microarch.hpp).
+template <class A>
+index_t transposed_max_rows(index_t N) {
+  if constexpr (simd::enabled<A> && !simd::is_avx512<A>) {
+    if (const int rows = tuning().transposed_rows_narrow; rows > 0 && N <= transposed_narrow_columns) return rows;
+  }
+  return transposed_max_rows<A>();
+}
+
 /// The path for a product of `rows` rows with b (dtype BT) of strides brs along k, bcs
 /// along n.
 template <class A, class BT>
@@ -124,7 +137,7 @@ path choose_path(const matmul_dims& d, index_t rows, index_t brs, index_t bcs) {
   if (rows <= tile<A>::MR && (bcs == 1 || d.N == 1)) return path::stream;
   if (d.N <= 4) return path::rows_dot;
   // (x's rows are packed whole: at most 64 MiB of them)
-  if (std::is_same_v<BT, float> && brs == 1 && rows <= transposed_max_rows<A>() && rows * d.K <= (index_t(1) << 24)) {
+  if (std::is_same_v<BT, float> && brs == 1 && rows <= transposed_max_rows<A>(d.N) && rows * d.K <= (index_t(1) << 24)) {
     return path::transposed;
   }
   return path::packed;

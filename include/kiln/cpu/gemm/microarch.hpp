@@ -45,9 +45,21 @@ namespace kiln::detail::cpu_gemm {
 /// / 140-147 -> 133-137 / 131-137 / 145-151, at 44 / 48 143-144 / 142-147 -> 146-147 /
 /// 163. Rows off the 6-row tile cost the packed path: 20 rows 114-131 against 131-137 there
 /// (hence 23 and 39, not lower), 26 rows 1-4% under the dot path, 28 even.
+/// transposed_rows_narrow: below AVX-512, the most rows of an f32 weight with at most
+/// transposed_narrow_columns output columns (k and v under GQA) the transposed path takes
+/// (0: transposed_max_rows()'s 128); past them the packed path, its row block's panels in
+/// the thread's own scratch. On the dot_groups_4x3 cores 64. 2 threads of a Zen 2, process
+/// CPU time, GFLOP/s transposed / packed, x [M, 2048] @ w^T: w [512, 2048] at M = 48 / 64 /
+/// 72 / 80 / 88 / 96 / 112 / 128 179 / 179 / 156 / 173 / 156 / 168 / 164 / 169 -> 163 /
+/// 164 / 171 / 165 / 169 / 175-176 / 174 / 173; w [1024, 2048] 183 / 180 / 159 / 174 / 158
+/// / 173 / 170 / 170 -> 164 / 168 / 170 / 168 / 171 / 175 / 174 / 175 (the transposed
+/// path's 16-row panels of x fit 80 and 96 rows, not 72 or 88). matmul_bench f32 kv at S =
+/// 128: 84.0-84.6 -> 86.2-87.2 a core (78-79% -> 80-81% of the FMA loop); q/o [2048, 2048]
+/// and wider keep the transposed path (the packed one 1-2% slower there).
 struct microarch {
   bool dot_groups_4x3 = false;
   int dot_rows_16bit = 0, dot_rows_16bit_wide = 0;
+  int transposed_rows_narrow = 0;
 };
 
 /// The core this process runs on, as cpuid tells it.
@@ -68,6 +80,7 @@ inline microarch detect_microarch() noexcept {
   if (m.dot_groups_4x3) {
     m.dot_rows_16bit = 23;
     m.dot_rows_16bit_wide = 39;
+    m.transposed_rows_narrow = 64;
   }
 #endif
   return m;
