@@ -12,6 +12,11 @@
 //                                   (2 x the product weights: every projection and the LM
 //                                   head; attention's few MFLOP left out)), both measured
 //                                   earlier in the same run; "of roof" = tok/s / roof.
+//                                   "of B-row roof" = tok/s over B tokens' flops at the
+//                                   GEMM's GFLOP/s at M = B: what the step's products at
+//                                   their own rate allow, so that the rest of the step
+//                                   (attention, norms, rope, sampling, the engine) shows
+//                                   apart from the product's rate at few rows.
 //   BM_serving_prefill/f16/P<P>/2T  one request of a P-token prompt and one token through the
 //                                   engine (prefill in one chunk: paged_write and
 //                                   paged_attention's rows path): prompt tok/s, beside
@@ -26,6 +31,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 namespace {
 
@@ -42,6 +48,8 @@ const kiln::context<B>& ctx() {
 
 // the last measurement of the GEMM at M = 128 (GFLOP/s) and of one sequence's decode (tok/s)
 double gemm_gflops = 0.0, single_tok_s = 0.0;
+// the GEMM's last GFLOP/s at each M measured
+std::map<index_t, double> gemm_at;
 
 /// Flops of one token's products: 2 x every weight but the embedding's (attention left out).
 double flops_per_token(const kiln::llama::model<kiln::half, B>& m) {
@@ -70,7 +78,8 @@ void gemm(benchmark::State& state, index_t M) {
   });
   const double flops = 2.0 * double(M) * double(N) * double(K);
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-  if (M == 128 && secs > 0.0) gemm_gflops = flops * double(state.iterations()) / secs / 1e9;
+  if (secs > 0.0) gemm_at[M] = flops * double(state.iterations()) / secs / 1e9;
+  if (M == 128 && secs > 0.0) gemm_gflops = gemm_at[M];
 }
 
 void decode(benchmark::State& state, index_t batch) {
@@ -101,6 +110,9 @@ void decode(benchmark::State& state, index_t batch) {
     const double roof = std::min(double(batch) * single_tok_s, gemm_gflops * 1e9 / flops_per_token(m));
     state.counters["roof tok/s"] = roof;
     state.counters["of roof"] = tok_s / roof;
+  }
+  if (const auto it = gemm_at.find(batch); it != gemm_at.end() && it->second > 0.0) {
+    state.counters["of B-row roof"] = tok_s / (it->second * 1e9 / flops_per_token(m));
   }
   state.counters["GEMM GFLOP/s"] = gemm_gflops;
   state.SetLabel(std::to_string(m.cfg().num_hidden_layers) + " layers, " +

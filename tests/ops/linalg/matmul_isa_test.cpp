@@ -6,8 +6,9 @@
 // AVX-512 from 12 rows converted a block at a time: dot_blocked, K = 300 and 1300 more than one
 // block, K = 3 shorter than a vector, and each row bit for bit what four rows alone give; on
 // the cores of microarch.hpp's dot_groups_4x3 groups of 4 rows x 3 columns for every dtype (f16
-// also 6 x 2: 6, 13, 16, 29 and 40 rows take groups of 6 and the rest in 4 x 3 groups, 13 as 6
-// + 4 + 3, 29 as 4 x 6 + 4 + 1; 7 rows 4 + 3) and
+// also 6 x 2 below 8 rows: 6 rows one group of 6, 7 rows 4 + 3; from 8 rows f16 takes
+// dot_shared, the first group of 4 converting the columns for the others: 10, 13, 23 and 29
+// rows a last group of 2, 1, 3 and 1 rows, K = 600 and 1300 several blocks) and
 // no dot_blocked: both run on every machine, the second test taking the other cores' choice;
 // those cores send 16-bit weights to the packed path from 24 rows, so a third test runs their
 // groups up to the ISA's 48 rows, 29 and 40 included)
@@ -48,7 +49,7 @@ template <class Arch, class... W16>
 void check_arch(const char* name) {
   kiln::context<kiln::cpu<Arch>> c(kiln::threads{2});
   auto g = kiln_test::rng();
-  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {4, 41, 300}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {67, 1030, 70}, {130, 129, 257}, {130, 2100, 70}, {13, 40, 3},
+  const index_t shapes[][3] = {{1, 37, 70}, {1, 29, 3000}, {1, 40, 13}, {1, 33, 2561}, {1, 21, 5000}, {3, 40, 33}, {4, 41, 300}, {7, 45, 300}, {16, 37, 70}, {29, 45, 300}, {10, 45, 300}, {23, 37, 600}, {6, 50, 9}, {300, 3, 65}, {67, 45, 300}, {67, 1030, 70}, {130, 129, 257}, {130, 2100, 70}, {13, 40, 3},
                                {40, 70, 1300}, {100, 300, 1300}, {128, 37, 2100}};
   for (const auto& s : shapes) {
     const index_t M = s[0], N = s[1], K = s[2];

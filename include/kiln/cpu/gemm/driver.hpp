@@ -7,8 +7,9 @@
 //   dot     rows <= dot_max_rows() and b k-contiguous (an nn.Linear weight read as its
 //           transpose): each output a dot product, b streamed once at memory speed,
 //           nothing packed (past 4 rows, groups of rows take each few columns in turn;
-//           16-bit columns converted once for all the groups below AVX-512: dot_blocked;
-//           the groups' shape follows the core: microarch.hpp).
+//           16-bit columns converted once for all the groups below AVX-512: dot_blocked,
+//           dot_shared on the dot_groups_4x3 cores; the groups' shape follows the core:
+//           microarch.hpp).
 //   stream  rows <= MR and b row-major: the micro-kernel reads b in place (no packing).
 //   rows_dot  N <= 4 (tall and skinny, a matrix times a vector): dot products of a's rows
 //           with b's few columns; a is read once and never packed.
@@ -267,6 +268,11 @@ struct gemm {
   /// on the cores whose 4 x 3 groups are faster (microarch.hpp)
   static constexpr bool dot_converts_blocks = simd::enabled<A> && !simd::is_avx512<A> && sizeof(BT) < sizeof(float);
   static constexpr index_t dot_blocked_min_rows = 12;
+  /// On those cores f16 weights take dot_shared() from 8 rows (5 / 6 / 7 rows: 1.02x /
+  /// 0.95x / 1.01x of the 4 x 3 and 6 x 2 groups; one Zen 2 core, [11264, 2048]); bf16,
+  /// converted with a shift, keeps the 4 x 3 groups (dot_shared() 0.88-0.94x at 8 to 23
+  /// rows, 2 threads, [11264, 2048] and [2048, 2048]).
+  static constexpr index_t dot_shared_min_rows = 8;
   /// Below AVX-512, whether this core takes the dot path's 4 x 3 groups (microarch.hpp).
   static bool dot_4x3() noexcept {
     if constexpr (simd::enabled<A> && !simd::is_avx512<A>) return tuning().dot_groups_4x3;
@@ -321,14 +327,15 @@ struct gemm {
     for (index_t r = pr.r0; r < pr.r1; ++r) store_row(r, 0, N(), buf);
   }
 
-  /// The problem's rows of a as contiguous floats (rows x K) in this thread's scratch,
-  /// with room for `extra` more floats after them.
-  float* gather_rows(const problem& pr, index_t extra = 0) const {
+  /// The problem's rows of a as floats (rows x K, lda apart: K unless given) in this
+  /// thread's scratch, with room for `extra` more floats after them.
+  float* gather_rows(const problem& pr, index_t extra = 0, index_t lda = 0) const {
     const index_t K_ = K(), rows = pr.rows();
-    float* abuf = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * K_ + extra) * sizeof(float)));
+    if (lda == 0) lda = K_;
+    float* abuf = reinterpret_cast<float*>(cpu_scheduler::scratch(std::size_t(rows * lda + extra) * sizeof(float)));
     for (index_t r = 0; r < rows; ++r) {
-      const float* row = a_row(pr.r0 + r, 0, K_, abuf + r * K_);
-      if (row != abuf + r * K_) std::copy(row, row + K_, abuf + r * K_);
+      const float* row = a_row(pr.r0 + r, 0, K_, abuf + r * lda);
+      if (row != abuf + r * lda) std::copy(row, row + K_, abuf + r * lda);
     }
     return abuf;
   }
@@ -567,12 +574,86 @@ struct gemm {
           const float* ar = abuf + g * RG * K_;
           const float* acc = accs + g * RG * GB * L;
           float* out = vals + g * RG * w + (n - n0);
-          if (rows - g * RG >= RG) dot_finish<A, RG, GB>(K_, kfull, acc, ar, bn, bcs, out, w);
-          else dot_finish<A, 1, GB>(K_, kfull, acc, ar, bn, bcs, out, w);
+          if (rows - g * RG >= RG) dot_finish<A, RG, GB>(K_, kfull, acc, ar, K_, bn, bcs, out, w);
+          else dot_finish<A, 1, GB>(K_, kfull, acc, ar, K_, bn, bcs, out, w);
         }
       }
       for (; n < n1; ++n) {
         for (index_t g = 0; g < groups; ++g) dot_group<RG, 1>(rows - g * RG, K_, abuf + g * RG * K_, b + n * bcs, bcs, vals + g * RG * w + (n - n0), w);
+      }
+      for (index_t r = 0; r < rows; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
+    });
+  }
+
+  /// dot_row_groups() for f16 weights on the dot_groups_4x3 cores from
+  /// dot_shared_min_rows rows: groups of 4 rows x 3 columns, the first group converting
+  /// the columns kb values of k at a time as it runs and leaving them as f32 in a buffer in
+  /// the L1 (dot_block_converting), the other groups running over that buffer (dot_block),
+  /// the lane accumulators kept in memory between blocks; so a vector of the weight is
+  /// converted once for all the rows, not once per group of 4 or 6 (a 256-bit conversion
+  /// takes about an FMA's issue slot there). The converting kernel is its own function:
+  /// inlined here, two of its three columns went to the stack (8 rows at 61 GFLOP/s a core
+  /// against 72). The sums are dot()'s, bit for bit. GFLOP/s groups of 4 x 3 and 6 x 2 /
+  /// these, f16, process CPU time: one Zen 2 core, [11264, 2048] at 8 / 12 / 16 / 20 / 23
+  /// rows 64.0 / 71.3 / 70.6 / 70.4 / 68.5 -> 71.8 / 77.2 / 79.5 / 75.3 / 79.8; 2 threads
+  /// at 8 / 16 / 23 rows: [3072, 2048] (q, k, v) 135 / 141 / 138 -> 146 / 161 / 155, [2048,
+  /// 2048] 134 / 139 / 135 -> 143 / 157 / 154, [2048, 5632] 131 / 140 / 132 -> 147 / 155 /
+  /// 145, [11264, 2048] 125 / 137 / 135 -> 136 / 157 / 157.
+  void dot_shared(const problem& pr, int threads) const {
+    constexpr int L = tile<A>::L, RG = 4, GB = 3;
+    constexpr index_t kb = 256;  // a block of GB converted columns: 3 KiB
+    const index_t K_ = K(), N_ = N(), rows = pr.rows();
+    const index_t kfull = K_ / L * L;
+    // the rows a cache line more than K apart: at K = 2048 the 4 rows of a group fell
+    // into one L1 set beside the columns (one Zen 2 core, 8 rows: 64 -> 71 GFLOP/s)
+    const index_t lda = K_ + 16;
+    const float* abuf = gather_rows(pr, 0, lda);
+    const BT* b = op.b + pr.boff;
+    const index_t bcs = op.bcs;
+    const index_t groups = ceil_div(rows, RG);
+    const index_t chunk = std::max<index_t>(GB * 4, round_up(ceil_div(N_, index_t(threads) * 32), GB));
+    const index_t tasks = ceil_div(N_, chunk);
+    cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
+      const index_t n0 = t * chunk, n1 = std::min(N_, n0 + chunk), w = n1 - n0;
+      const index_t vals_size = round_up(rows * w, 16), cols_size = GB * kb, acc_size = groups * RG * GB * L;
+      float* vals = reinterpret_cast<float*>(
+          cpu_scheduler::scratch(std::size_t(vals_size + cols_size + acc_size) * sizeof(float)));
+      float* cols = vals + vals_size;
+      float* accs = cols + cols_size;
+      index_t n = n0;
+      for (; n + GB <= n1; n += GB) {
+        const BT* bn = b + n * bcs;
+        const BT* next = n + 2 * GB <= n1 ? bn + GB * bcs : nullptr;
+        // (one block at least: with K shorter than a vector it sets the accumulators to zero)
+        for (index_t k0 = 0; k0 == 0 || k0 < kfull; k0 += kb) {
+          const index_t kc = std::min(kb, kfull - k0);
+          dot_block_converting<A, RG, GB>(kc, abuf + k0, lda, bn + k0, bcs, cols, kb, accs, k0 == 0,
+                                          next ? next + k0 : nullptr);
+          for (index_t g = 1; g < groups; ++g) {
+            const float* ar = abuf + g * RG * lda + k0;
+            float* acc = accs + g * RG * GB * L;
+            switch (std::min<index_t>(RG, rows - g * RG)) {
+              case 1: dot_block<A, 1, GB>(kc, ar, lda, cols, kb, acc, k0 == 0); break;
+              case 2: dot_block<A, 2, GB>(kc, ar, lda, cols, kb, acc, k0 == 0); break;
+              case 3: dot_block<A, 3, GB>(kc, ar, lda, cols, kb, acc, k0 == 0); break;
+              default: dot_block<A, RG, GB>(kc, ar, lda, cols, kb, acc, k0 == 0); break;
+            }
+          }
+        }
+        for (index_t g = 0; g < groups; ++g) {
+          const float* ar = abuf + g * RG * lda;
+          const float* acc = accs + g * RG * GB * L;
+          float* out = vals + g * RG * w + (n - n0);
+          switch (std::min<index_t>(RG, rows - g * RG)) {
+            case 1: dot_finish<A, 1, GB>(K_, kfull, acc, ar, lda, bn, bcs, out, w); break;
+            case 2: dot_finish<A, 2, GB>(K_, kfull, acc, ar, lda, bn, bcs, out, w); break;
+            case 3: dot_finish<A, 3, GB>(K_, kfull, acc, ar, lda, bn, bcs, out, w); break;
+            default: dot_finish<A, RG, GB>(K_, kfull, acc, ar, lda, bn, bcs, out, w); break;
+          }
+        }
+      }
+      for (; n < n1; ++n) {  // (the rows lda apart: one at a time)
+        for (index_t r = 0; r < rows; ++r) dot<A, 1, 1>(K_, abuf + r * lda, b + n * bcs, bcs, vals + r * w + (n - n0), w);
       }
       for (index_t r = 0; r < rows; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
     });
@@ -955,9 +1036,15 @@ struct gemm {
           case 4: dot_rows<4>(pr, threads); break;
           default:
             if constexpr (dot_converts_blocks) {
-              if (pr.rows() >= dot_blocked_min_rows && !dot_4x3()) {
+              if (!dot_4x3() && pr.rows() >= dot_blocked_min_rows) {
                 dot_blocked(pr, threads);
                 break;
+              }
+              if constexpr (std::is_same_v<BT, half>) {
+                if (dot_4x3() && pr.rows() >= dot_shared_min_rows) {
+                  dot_shared(pr, threads);
+                  break;
+                }
               }
             }
             dot_row_groups(pr, threads);

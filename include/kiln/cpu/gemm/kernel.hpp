@@ -432,18 +432,63 @@ inline void dot_block(index_t kc, const float* __restrict a, index_t lda, const 
   }
 }
 
+/// dot_block() against NB 16-bit columns converted as it goes (dot_shared in driver.hpp):
+/// each converted vector also goes to cvt (NB columns ldc apart, from the block's first k),
+/// where the other groups of rows read the block with dot_block(), so that a vector is
+/// converted once for all the rows, not once per group. b: the NB columns (ldb apart) from
+/// the block's first k; next (or null): the next columns at the same k, fetched into the
+/// L2 a line a column per 64 bytes of k, as dot() does. The lanes add in dot()'s order.
+template <class A, int R, int NB, class U>
+[[gnu::noinline]] void dot_block_converting(index_t kc, const float* __restrict a, index_t lda, const U* __restrict b,
+                                 index_t ldb, float* __restrict cvt, index_t ldc, float* __restrict acc_mem, bool first,
+                                 const U* next) noexcept {
+  using V = fvec<A>;
+  constexpr int L = tile<A>::L;
+  V acc[R][NB];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) acc[r][j] = first ? vzero<A>() : vload_aligned<A>(acc_mem + (r * NB + j) * L);
+  }
+  for (index_t k = 0; k < kc; k += L) {
+    if (next && (k * index_t(sizeof(U))) % 64 == 0) {
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) prefetch_l2(next + j * ldb + k);
+    }
+    V bv[NB];
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) {
+      bv[j] = vload<A>(b + j * ldb + k);
+      vpin<A>(bv[j]);
+      vstore<A>(cvt + j * ldc + k, bv[j]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      V av = vload<A>(a + r * lda + k);
+      vpin<A>(av);
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[r][j] = vfma<A>(av, bv[j], acc[r][j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) vstore<A>(acc_mem + (r * NB + j) * L, acc[r][j]);
+  }
+}
+
 /// The end of a dot() cut by dot_block(): out[r * ldo + j] = the lane sum of accumulator
 /// (r, j) plus the products past kfull (the last whole vector of k), from a (R rows, K
-/// long) and the original columns b (bcs apart), in dot()'s order (bit for bit below
-/// AVX-512, where dot() also sums each accumulator with vsum()).
+/// long, lda apart) and the original columns b (bcs apart), in dot()'s order (bit for bit
+/// below AVX-512, where dot() also sums each accumulator with vsum()).
 template <class A, int R, int NB, class U>
-inline void dot_finish(index_t K, index_t kfull, const float* acc_mem, const float* __restrict a,
+inline void dot_finish(index_t K, index_t kfull, const float* acc_mem, const float* __restrict a, index_t lda,
                        const U* __restrict b, index_t bcs, float* out, index_t ldo) noexcept {
   constexpr int L = tile<A>::L;
   for (int r = 0; r < R; ++r) {
     for (int j = 0; j < NB; ++j) {
       float s = vsum<A>(vload_aligned<A>(acc_mem + (r * NB + j) * L));
-      for (index_t t = kfull; t < K; ++t) s += a[r * K + t] * static_cast<float>(b[j * bcs + t]);
+      for (index_t t = kfull; t < K; ++t) s += a[r * lda + t] * static_cast<float>(b[j * bcs + t]);
       out[r * ldo + j] = s;
     }
   }

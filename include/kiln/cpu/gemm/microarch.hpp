@@ -19,7 +19,8 @@ namespace kiln::detail::cpu_gemm {
 /// every weight dtype; and 4 rows alone of 16-bit weights) take 4 rows x 3 columns, the
 /// columns held in registers and the rows loaded one at a time (12 accumulators, 3
 /// columns and a row: the 16 registers), f16 also 6 x 2 where the rows allow
-/// (row_groups_6x2_4x3 in driver.hpp), and dot_blocked() is not used; elsewhere 2 x 6
+/// (row_groups_6x2_4x3 in driver.hpp) and from 8 rows dot_shared() (4 x 3 groups, the
+/// first converting the columns for the others), and dot_blocked() is not used; elsewhere 2 x 6
 /// (4 x 4 for 4 rows) with dot_blocked() from 12 rows of 16-bit weights. Set on AMD family 17h (Zen,
 /// Zen+, Zen 2; Hygon's 18h), where a 256-bit conversion of 16-bit weights takes about an
 /// FMA's issue slot (one Zen 2 core: 12 FMAs and 2 / 3 vcvtph2ps a step at 83% / 76% of
