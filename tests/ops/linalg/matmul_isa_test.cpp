@@ -10,10 +10,10 @@
 // dot_shared, the first group of 4 converting the columns for the others: 10, 13, 23 and 29
 // rows a last group of 2, 1, 3 and 1 rows, K = 600 and 1300 several blocks) and
 // no dot_blocked: both run on every machine, the second test taking the other cores' choice;
-// those cores send 16-bit weights to the packed path from 24 rows, so a third test runs their
-// groups up to the ISA's 48 rows, 29 and 40 included)
+// those cores send f16 weights to the packed path from 32 rows (40 from 8192 columns), so a
+// third test runs their dot path up to the ISA's 48 rows, 40 included)
 // against the transposed weight, 40, 67 and 100 rows too with 16-bit weights where
-// dot_max_rows() allows (48 on AVX2, 23 / 39 on the dot_groups_4x3 cores, 128 on AVX-512 from 1024 columns, so 67 x 1030 there, 48
+// dot_max_rows() allows (48 on AVX2, f16 31 / 39 on the dot_groups_4x3 cores, 128 on AVX-512 from 1024 columns, so 67 x 1030 there, 48
 // under; f32 32, 48 on AVX-512). 40 (past AVX-512's 48: 67) to 128 rows against the transposed
 // f32 weight take the transposed path (micro_t: the weight's rows read in place, x's rows
 // packed, the tile written transposed; edges of both, K = 1300 and 2100 two and three depth
@@ -169,7 +169,8 @@ struct tuning_scope {
 TEST(matmul_isa, the_other_cores_dot_shapes) {
   const tuning_scope scope;
   scope.t.dot_groups_4x3 = !scope.detected.dot_groups_4x3;
-  scope.t.dot_rows_16bit = scope.t.dot_rows_16bit_wide = scope.detected.dot_groups_4x3 ? 0 : 23;  // the other cores' rows too
+  scope.t.dot_rows_f16 = scope.detected.dot_groups_4x3 ? 0 : 31;  // the other cores' rows too
+  scope.t.dot_rows_f16_wide = scope.detected.dot_groups_4x3 ? 0 : 39;
   scope.t.transposed_rows_narrow = scope.detected.dot_groups_4x3 ? 0 : 64;  // and their f32 paths past 64 rows
 #if XSIMD_WITH_SSE2
   check_arch<xsimd::sse2, kiln::half>("sse2, the other core's choice");
@@ -179,12 +180,12 @@ TEST(matmul_isa, the_other_cores_dot_shapes) {
 #endif
 }
 
-// The 4 x 3 / 6 x 2 groups past the rows where their cores leave the dot path (23 and 39 for
-// 16-bit weights): 29 and 40 rows (4 and 6 groups of 6 with the rest in 4 x 3) through them.
+// The dot path of the dot_groups_4x3 cores past the rows where they leave it for f16 weights
+// (31 and 39): 40 rows through dot_shared too (bf16 keeps it to the ISA's 48).
 TEST(matmul_isa, the_4x3_groups_to_the_isa_rows) {
   const tuning_scope scope;
   scope.t.dot_groups_4x3 = true;
-  scope.t.dot_rows_16bit = scope.t.dot_rows_16bit_wide = 0;
+  scope.t.dot_rows_f16 = scope.t.dot_rows_f16_wide = 0;
 #if XSIMD_WITH_FMA3_AVX2
   check_arch<xsimd::fma3<xsimd::avx2>, kiln::half, kiln::bfloat16>("fma3<avx2>, 4 x 3 groups to 48 rows");
 #endif

@@ -89,7 +89,7 @@ constexpr index_t dot_max_rows() {
 /// GQA 32/8) at 64, 96, 128 rows 106-167 / 171-175, 106-181 / 192-201, 168-185 / 199-201;
 /// w [1024, 2048] about even (181-194 / 153-202); w [1536, 2048] 182-197 / 160-198.
 inline constexpr index_t dot_narrow_columns = 1024;
-/// Output columns from which microarch's dot_rows_16bit_wide applies (gate/up and the
+/// Output columns from which microarch's dot_rows_f16_wide applies (gate/up and the
 /// vocabulary; q/o, k/v and down are under it).
 inline constexpr index_t dot_wide_columns = 8192;
 
@@ -98,9 +98,9 @@ template <class A, class BT>
 index_t dot_max_rows(index_t N) {
   if constexpr (sizeof(BT) < sizeof(float) && simd::is_avx512<A>) {
     if (N < dot_narrow_columns) return 48;
-  } else if constexpr (sizeof(BT) < sizeof(float) && simd::enabled<A>) {
+  } else if constexpr (std::is_same_v<BT, half> && simd::enabled<A>) {
     const microarch& t = tuning();
-    if (const int rows = N < dot_wide_columns ? t.dot_rows_16bit : t.dot_rows_16bit_wide; rows > 0) return rows;
+    if (const int rows = N < dot_wide_columns ? t.dot_rows_f16 : t.dot_rows_f16_wide; rows > 0) return rows;
   }
   return dot_max_rows<A, BT>();
 }

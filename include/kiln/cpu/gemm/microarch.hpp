@@ -33,19 +33,19 @@ namespace kiln::detail::cpu_gemm {
 /// threads: 71-77 / 97-100 / 117-119 -> 83 / 111-113 / 128-132); f32 at 4 rows keeps 4 x
 /// 4 (39-40 against 33-34, memory-bound at 2 threads: 60 against 55). The Zen 4 measured 2 x
 /// 6 1.4-1.7x faster than 4 x 2 with the AVX2 kernels, so the other cores keep it.
-/// dot_rows_16bit, dot_rows_16bit_wide: below AVX-512, the most rows of 16-bit weights the
-/// dot path takes under and from dot_wide_columns output columns (0: dot_max_rows()'s 48).
-/// On the dot_groups_4x3 cores 23 and 39: there the dot path runs at one rate whatever the
-/// rows (one Zen 2 core, f16: 63-75 GFLOP/s at 8-48 rows), while the packed one, with a
-/// row block's panels packed in the thread's own scratch, grows with the rows and passes
-/// it from 24 rows on the narrower weights and 40 on the wide ones. 2 threads, process CPU
-/// time, two rounds, GFLOP/s dot / packed, x [M, K] @ w^T: w [512, 2048] at M = 24 / 32 /
-/// 40 117-122 / 119 / 121-123 -> 142-148 / 139-141 / 151-156; [2048, 2048] 141 / 136 /
-/// 137-138 -> 145-153 / 139-147 / 151-161, at 48 135-136 -> 173-174; [2048, 5632] 137-139
-/// / 134-136 / 134-135 -> 143-148 / 141-143 / 155-157; [11264, 2048] (gate/up) 147 / 134-140
-/// / 140-147 -> 133-137 / 131-137 / 145-151, at 44 / 48 143-144 / 142-147 -> 146-147 /
-/// 163. Rows off the 6-row tile cost the packed path: 20 rows 114-131 against 131-137 there
-/// (hence 23 and 39, not lower), 26 rows 1-4% under the dot path, 28 even.
+/// dot_rows_f16, dot_rows_f16_wide: below AVX-512, the most rows of f16 weights the dot
+/// path takes under and from dot_wide_columns output columns (0: dot_max_rows()'s 48).
+/// On the dot_groups_4x3 cores 31 and 39: there the packed path, with a row block's panels
+/// packed in the thread's own scratch, grows with the rows, while the dot path (dot_shared
+/// from 8 rows) stays near one rate. 2 threads, process CPU time, GFLOP/s dot / packed, x
+/// [M, K] @ w^T, f16: [2048, 2048] at M = 24 / 28 / 32 / 36 / 40 / 48 158-159 / 160 / 158-160
+/// / 162 / 155 / 157 against 153-156 / 152 / 149 / 168 / 163 / 175; [3072, 2048] (q, k, v)
+/// at 24 / 28 / 32 / 36 161 / 165 / 147 / 164 against 150 / 147 / 146 / 164; [2048, 5632]
+/// at 24 / 28 / 32 / 40 / 48 140-142 / 145 / 140-142 / 140 / 142 against 147 / 145 / 144-145
+/// / 159 / 170; [11264, 2048] (gate/up) at 24 / 32 / 40 / 48 160 / 154 / 149 / 153 against
+/// 136 / 136 / 150 / 164. bf16 weights (converted with a shift, no dot_shared) keep the 48:
+/// their 4 x 3 groups ran 164-175 GFLOP/s at 16 to 48 rows on the same shapes against the
+/// packed path's 102-167 (at 48 rows [512, 2048] 156 against 160, the one shape behind).
 /// transposed_rows_narrow: below AVX-512, the most rows of an f32 weight with at most
 /// transposed_narrow_columns output columns (k and v under GQA) the transposed path takes
 /// (0: transposed_max_rows()'s 128); past them the packed path, its row block's panels in
@@ -59,7 +59,7 @@ namespace kiln::detail::cpu_gemm {
 /// and wider keep the transposed path (the packed one 1-2% slower there).
 struct microarch {
   bool dot_groups_4x3 = false;
-  int dot_rows_16bit = 0, dot_rows_16bit_wide = 0;
+  int dot_rows_f16 = 0, dot_rows_f16_wide = 0;
   int transposed_rows_narrow = 0;
 };
 
@@ -79,8 +79,8 @@ inline microarch detect_microarch() noexcept {
   const bool amd = std::strcmp(vendor, "AuthenticAMD") == 0, hygon = std::strcmp(vendor, "HygonGenuine") == 0;
   m.dot_groups_4x3 = (amd && family == 0x17) || (hygon && family == 0x18);
   if (m.dot_groups_4x3) {
-    m.dot_rows_16bit = 23;
-    m.dot_rows_16bit_wide = 39;
+    m.dot_rows_f16 = 31;
+    m.dot_rows_f16_wide = 39;
     m.transposed_rows_narrow = 64;
   }
 #endif
