@@ -526,62 +526,29 @@ struct gemm {
   void dot_blocked(const problem& pr, int threads) const {
     constexpr int L = tile<A>::L, RG = 2, GB = 6;
     constexpr index_t kb = 256;  // a block of GB columns: 6 KiB of f32
-    const index_t K_ = K(), N_ = N(), rows = pr.rows();
-    const index_t kfull = K_ / L * L;
+    const index_t K_ = K(), rows = pr.rows();
+    const index_t ldc = round_up(K_ / L * L, 16) + 16;  // a converted column
     const float* abuf = gather_rows(pr);
-    const BT* b = op.b + pr.boff;
     const index_t bcs = op.bcs;
-    const index_t groups = ceil_div(rows, RG);
-    const index_t chunk = std::max<index_t>(GB * 4, round_up(ceil_div(N_, index_t(threads) * 32), GB));
-    const index_t tasks = ceil_div(N_, chunk);
-    const index_t ldc = round_up(kfull, 16) + 16;  // a converted column
-    cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
-      const index_t n0 = t * chunk, n1 = std::min(N_, n0 + chunk), w = n1 - n0;
-      const index_t vals_size = round_up(rows * w, 16), cols_size = GB * ldc, acc_size = groups * RG * GB * L;
-      float* vals = reinterpret_cast<float*>(
-          cpu_scheduler::scratch(std::size_t(vals_size + cols_size + acc_size) * sizeof(float)));
-      float* cols = vals + vals_size;
-      float* accs = cols + cols_size;
-      index_t n = n0;
-      for (; n + GB <= n1; n += GB) {
-        const BT* bn = b + n * bcs;
-        const BT* next = n + 2 * GB <= n1 ? bn + GB * bcs : nullptr;
-        // (one block at least: with K shorter than a vector it sets the accumulators to zero)
-        for (index_t k0 = 0; k0 == 0 || k0 < kfull; k0 += kb) {
-          const index_t kc = std::min(kb, kfull - k0);
-          for (int j = 0; j < GB; ++j) {
-            const BT* src = bn + j * bcs + k0;
-            float* dst = cols + j * ldc + k0;
-            // a line of the column a step (a prefetch of the next group's, whole vectors):
-            // a vector a step with a test for the line ran 4-6% slower at 12-16 rows (Zen 2)
-            constexpr index_t line = 64 / index_t(sizeof(BT));
-            index_t k = 0;
-            for (; k + line <= kc; k += line) {
-              if (next) prefetch_l2(next + j * bcs + k0 + k);
+    k_blocks<RG, GB>(pr, threads, kb, abuf, K_, GB * ldc,
+                     [&](const BT* bn, const BT* next, index_t k0, index_t kc, float* cols, float* accs) {
+      for (int j = 0; j < GB; ++j) {
+        const BT* src = bn + j * bcs + k0;
+        float* dst = cols + j * ldc + k0;
+        // a line of the column a step (a prefetch of the next group's, whole vectors):
+        // a vector a step with a test for the line ran 4-6% slower at 12-16 rows (Zen 2)
+        constexpr index_t line = 64 / index_t(sizeof(BT));
+        index_t k = 0;
+        for (; k + line <= kc; k += line) {
+          if (next) prefetch_l2(next + j * bcs + k0 + k);
 #pragma GCC unroll 8
-              for (index_t i = 0; i < line; i += L) vstore<A>(dst + k + i, vload<A>(src + k + i));
-            }
-            for (; k < kc; k += L) vstore<A>(dst + k, vload<A>(src + k));
-          }
-          for (index_t g = 0; g < groups; ++g) {
-            const float* ar = abuf + g * RG * K_ + k0;
-            float* acc = accs + g * RG * GB * L;
-            if (rows - g * RG >= RG) dot_block<A, RG, GB>(kc, ar, K_, cols + k0, ldc, acc, k0 == 0);
-            else dot_block<A, 1, GB>(kc, ar, K_, cols + k0, ldc, acc, k0 == 0);
-          }
+          for (index_t i = 0; i < line; i += L) vstore<A>(dst + k + i, vload<A>(src + k + i));
         }
-        for (index_t g = 0; g < groups; ++g) {
-          const float* ar = abuf + g * RG * K_;
-          const float* acc = accs + g * RG * GB * L;
-          float* out = vals + g * RG * w + (n - n0);
-          if (rows - g * RG >= RG) dot_finish<A, RG, GB>(K_, kfull, acc, ar, K_, bn, bcs, out, w);
-          else dot_finish<A, 1, GB>(K_, kfull, acc, ar, K_, bn, bcs, out, w);
-        }
+        for (; k < kc; k += L) vstore<A>(dst + k, vload<A>(src + k));
       }
-      for (; n < n1; ++n) {
-        for (index_t g = 0; g < groups; ++g) dot_group<RG, 1>(rows - g * RG, K_, abuf + g * RG * K_, b + n * bcs, bcs, vals + g * RG * w + (n - n0), w);
+      for (index_t g = 0; g * RG < rows; ++g) {
+        block_rows<RG, GB>(rows - g * RG, kc, abuf + g * RG * K_ + k0, K_, cols + k0, ldc, accs + g * RG * GB * L, k0 == 0);
       }
-      for (index_t r = 0; r < rows; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
     });
   }
 
@@ -602,12 +569,37 @@ struct gemm {
   void dot_shared(const problem& pr, int threads) const {
     constexpr int L = tile<A>::L, RG = 4, GB = 3;
     constexpr index_t kb = 256;  // a block of GB converted columns: 3 KiB
-    const index_t K_ = K(), N_ = N(), rows = pr.rows();
-    const index_t kfull = K_ / L * L;
+    const index_t K_ = K(), rows = pr.rows();
     // the rows a cache line more than K apart: at K = 2048 the 4 rows of a group fell
     // into one L1 set beside the columns (one Zen 2 core, 8 rows: 64 -> 71 GFLOP/s)
     const index_t lda = K_ + 16;
     const float* abuf = gather_rows(pr, 0, lda);
+    const index_t bcs = op.bcs;
+    k_blocks<RG, GB>(pr, threads, kb, abuf, lda, GB * kb,
+                     [&](const BT* bn, const BT* next, index_t k0, index_t kc, float* cols, float* accs) {
+      dot_block_converting<A, RG, GB>(kc, abuf + k0, lda, bn + k0, bcs, cols, kb, accs, k0 == 0, next ? next + k0 : nullptr);
+      for (index_t g = 1; g * RG < rows; ++g) {
+        block_rows<RG, GB>(rows - g * RG, kc, abuf + g * RG * lda + k0, lda, cols, kb, accs + g * RG * GB * L, k0 == 0);
+      }
+    });
+  }
+
+  /// The loop of the dot paths that cut k into blocks (dot_blocked, dot_shared): tasks of
+  /// whole groups of GB columns of b (about 32 a thread), each with its results (rows x
+  /// its columns), cols_size floats of converted columns and the lane accumulators of
+  /// every group of RG rows in the thread's scratch. For each group of columns,
+  /// block(columns, the next group's columns or null, k0, kc, cols, accumulators) runs
+  /// every group of rows over values [k0, k0 + kc) of k, kb at a time over the whole
+  /// vectors of k (one block at least: with K shorter than a vector it sets the
+  /// accumulators to zero); then dot_finish() adds the rest of k and the lane sums go to
+  /// the results. Columns past the whole groups go one row at a time through dot() (the
+  /// same sums), and the task's rows to the epilogue. a: the rows gathered, lda apart.
+  template <int RG, int GB, class Block>
+  void k_blocks(const problem& pr, int threads, index_t kb, const float* abuf, index_t lda, index_t cols_size,
+                Block&& block) const {
+    constexpr int L = tile<A>::L;
+    const index_t K_ = K(), N_ = N(), rows = pr.rows();
+    const index_t kfull = K_ / L * L;
     const BT* b = op.b + pr.boff;
     const index_t bcs = op.bcs;
     const index_t groups = ceil_div(rows, RG);
@@ -615,48 +607,46 @@ struct gemm {
     const index_t tasks = ceil_div(N_, chunk);
     cpu_loop::for_tasks(tasks, std::min<int>(threads, int(tasks)), [&](index_t t) {
       const index_t n0 = t * chunk, n1 = std::min(N_, n0 + chunk), w = n1 - n0;
-      const index_t vals_size = round_up(rows * w, 16), cols_size = GB * kb, acc_size = groups * RG * GB * L;
+      const index_t vals_size = round_up(rows * w, 16), acc_size = groups * RG * GB * L;
       float* vals = reinterpret_cast<float*>(
-          cpu_scheduler::scratch(std::size_t(vals_size + cols_size + acc_size) * sizeof(float)));
+          cpu_scheduler::scratch(std::size_t(vals_size + round_up(cols_size, 16) + acc_size) * sizeof(float)));
       float* cols = vals + vals_size;
-      float* accs = cols + cols_size;
+      float* accs = cols + round_up(cols_size, 16);
       index_t n = n0;
       for (; n + GB <= n1; n += GB) {
         const BT* bn = b + n * bcs;
         const BT* next = n + 2 * GB <= n1 ? bn + GB * bcs : nullptr;
-        // (one block at least: with K shorter than a vector it sets the accumulators to zero)
-        for (index_t k0 = 0; k0 == 0 || k0 < kfull; k0 += kb) {
-          const index_t kc = std::min(kb, kfull - k0);
-          dot_block_converting<A, RG, GB>(kc, abuf + k0, lda, bn + k0, bcs, cols, kb, accs, k0 == 0,
-                                          next ? next + k0 : nullptr);
-          for (index_t g = 1; g < groups; ++g) {
-            const float* ar = abuf + g * RG * lda + k0;
-            float* acc = accs + g * RG * GB * L;
-            switch (std::min<index_t>(RG, rows - g * RG)) {
-              case 1: dot_block<A, 1, GB>(kc, ar, lda, cols, kb, acc, k0 == 0); break;
-              case 2: dot_block<A, 2, GB>(kc, ar, lda, cols, kb, acc, k0 == 0); break;
-              case 3: dot_block<A, 3, GB>(kc, ar, lda, cols, kb, acc, k0 == 0); break;
-              default: dot_block<A, RG, GB>(kc, ar, lda, cols, kb, acc, k0 == 0); break;
-            }
-          }
-        }
+        for (index_t k0 = 0; k0 == 0 || k0 < kfull; k0 += kb) block(bn, next, k0, std::min(kb, kfull - k0), cols, accs);
         for (index_t g = 0; g < groups; ++g) {
-          const float* ar = abuf + g * RG * lda;
-          const float* acc = accs + g * RG * GB * L;
-          float* out = vals + g * RG * w + (n - n0);
-          switch (std::min<index_t>(RG, rows - g * RG)) {
-            case 1: dot_finish<A, 1, GB>(K_, kfull, acc, ar, lda, bn, bcs, out, w); break;
-            case 2: dot_finish<A, 2, GB>(K_, kfull, acc, ar, lda, bn, bcs, out, w); break;
-            case 3: dot_finish<A, 3, GB>(K_, kfull, acc, ar, lda, bn, bcs, out, w); break;
-            default: dot_finish<A, RG, GB>(K_, kfull, acc, ar, lda, bn, bcs, out, w); break;
-          }
+          finish_rows<RG, GB>(rows - g * RG, K_, kfull, accs + g * RG * GB * L, abuf + g * RG * lda, lda, bn, bcs,
+                              vals + g * RG * w + (n - n0), w);
         }
       }
-      for (; n < n1; ++n) {  // (the rows lda apart: one at a time)
+      for (; n < n1; ++n) {
         for (index_t r = 0; r < rows; ++r) dot<A, 1, 1>(K_, abuf + r * lda, b + n * bcs, bcs, vals + r * w + (n - n0), w);
       }
       for (index_t r = 0; r < rows; ++r) store_row(pr.r0 + r, n0, n1, vals + r * w);
     });
+  }
+
+  /// dot_block() of min(left, R) rows.
+  template <int R, int GB>
+  static void block_rows(index_t left, index_t kc, const float* a, index_t lda, const float* cols, index_t ldc,
+                         float* acc, bool first) {
+    if constexpr (R > 1) {
+      if (left < R) return block_rows<R - 1, GB>(left, kc, a, lda, cols, ldc, acc, first);
+    }
+    dot_block<A, R, GB>(kc, a, lda, cols, ldc, acc, first);
+  }
+
+  /// dot_finish() of min(left, R) rows.
+  template <int R, int GB>
+  static void finish_rows(index_t left, index_t K_, index_t kfull, const float* acc, const float* a, index_t lda,
+                          const BT* b, index_t bcs, float* out, index_t ldo) {
+    if constexpr (R > 1) {
+      if (left < R) return finish_rows<R - 1, GB>(left, K_, kfull, acc, a, lda, b, bcs, out, ldo);
+    }
+    dot_finish<A, R, GB>(K_, kfull, acc, a, lda, b, bcs, out, ldo);
   }
 
   /// dot() of min(left, RG) rows against NB columns.

@@ -408,6 +408,27 @@ inline void dot(index_t K, const float* __restrict a, const U* __restrict b, ind
   }
 }
 
+/// The R x NB lane accumulators of dot_block() and dot_block_converting() from acc_mem
+/// (aligned, R * NB vectors), or zero when first; and back.
+template <class A, int R, int NB>
+inline void block_acc_load(fvec<A> (&acc)[R][NB], const float* acc_mem, bool first) noexcept {
+  constexpr int L = tile<A>::L;
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) acc[r][j] = first ? vzero<A>() : vload_aligned<A>(acc_mem + (r * NB + j) * L);
+  }
+}
+template <class A, int R, int NB>
+inline void block_acc_store(const fvec<A> (&acc)[R][NB], float* acc_mem) noexcept {
+  constexpr int L = tile<A>::L;
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) vstore<A>(acc_mem + (r * NB + j) * L, acc[r][j]);
+  }
+}
+
 /// dot() cut along k, for columns converted to f32 a block of k at a time (dot_blocked in
 /// driver.hpp): acc holds the R x NB lane accumulators between blocks (R * NB vectors,
 /// aligned), zeroed when first. kc: a multiple of tile<A>::L. a: R rows lda apart, b: NB
@@ -419,17 +440,9 @@ inline void dot_block(index_t kc, const float* __restrict a, index_t lda, const 
   using V = fvec<A>;
   constexpr int L = tile<A>::L;
   V acc[R][NB];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int j = 0; j < NB; ++j) acc[r][j] = first ? vzero<A>() : vload_aligned<A>(acc_mem + (r * NB + j) * L);
-  }
+  block_acc_load<A>(acc, acc_mem, first);
   for (index_t k = 0; k < kc; k += L) dot_step<A, R, NB>(acc, a, lda, b, ldb, k);
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int j = 0; j < NB; ++j) vstore<A>(acc_mem + (r * NB + j) * L, acc[r][j]);
-  }
+  block_acc_store<A>(acc, acc_mem);
 }
 
 /// dot_block() against NB 16-bit columns converted as it goes (dot_shared in driver.hpp):
@@ -445,11 +458,7 @@ template <class A, int R, int NB, class U>
   using V = fvec<A>;
   constexpr int L = tile<A>::L;
   V acc[R][NB];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int j = 0; j < NB; ++j) acc[r][j] = first ? vzero<A>() : vload_aligned<A>(acc_mem + (r * NB + j) * L);
-  }
+  block_acc_load<A>(acc, acc_mem, first);
   for (index_t k = 0; k < kc; k += L) {
     if (next && (k * index_t(sizeof(U))) % 64 == 0) {
 #pragma GCC unroll 8
@@ -470,11 +479,7 @@ template <class A, int R, int NB, class U>
       for (int j = 0; j < NB; ++j) acc[r][j] = vfma<A>(av, bv[j], acc[r][j]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int j = 0; j < NB; ++j) vstore<A>(acc_mem + (r * NB + j) * L, acc[r][j]);
-  }
+  block_acc_store<A>(acc, acc_mem);
 }
 
 /// The end of a dot() cut by dot_block(): out[r * ldo + j] = the lane sum of accumulator
