@@ -168,10 +168,9 @@ struct tuning_scope {
 // bound on the transposed path for f32 weights of at most 1024 columns (128 or 64 rows).
 TEST(matmul_isa, the_other_cores_dot_shapes) {
   const tuning_scope scope;
-  scope.t.dot_groups_4x3 = !scope.detected.dot_groups_4x3;
-  scope.t.dot_rows_f16 = scope.detected.dot_groups_4x3 ? 0 : 31;  // the other cores' rows too
-  scope.t.dot_rows_f16_wide = scope.detected.dot_groups_4x3 ? 0 : 39;
-  scope.t.transposed_rows_narrow = scope.detected.dot_groups_4x3 ? 0 : 64;  // and their f32 paths past 64 rows
+  // every trait of the other kind of core: groups, f16 dot rows, the f32 transposed bound
+  scope.t = scope.detected.dot_groups_4x3 ? kiln::detail::cpu_gemm::microarch{}
+                                          : kiln::detail::cpu_gemm::family_17h_traits();
 #if XSIMD_WITH_SSE2
   check_arch<xsimd::sse2, kiln::half>("sse2, the other core's choice");
 #endif

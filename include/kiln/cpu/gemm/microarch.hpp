@@ -63,6 +63,16 @@ struct microarch {
   int transposed_rows_narrow = 0;
 };
 
+/// The traits of AMD family 17h (Zen, Zen+, Zen 2) and Hygon's 18h, measured on a Zen 2.
+inline constexpr microarch family_17h_traits() noexcept {
+  microarch m;
+  m.dot_groups_4x3 = true;
+  m.dot_rows_f16 = 31;
+  m.dot_rows_f16_wide = 39;
+  m.transposed_rows_narrow = 64;
+  return m;
+}
+
 /// The core this process runs on, as cpuid tells it.
 inline microarch detect_microarch() noexcept {
   microarch m;
@@ -77,12 +87,7 @@ inline microarch detect_microarch() noexcept {
   const unsigned base = (a >> 8) & 0xf;
   const unsigned family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
   const bool amd = std::strcmp(vendor, "AuthenticAMD") == 0, hygon = std::strcmp(vendor, "HygonGenuine") == 0;
-  m.dot_groups_4x3 = (amd && family == 0x17) || (hygon && family == 0x18);
-  if (m.dot_groups_4x3) {
-    m.dot_rows_f16 = 31;
-    m.dot_rows_f16_wide = 39;
-    m.transposed_rows_narrow = 64;
-  }
+  if ((amd && family == 0x17) || (hygon && family == 0x18)) m = family_17h_traits();
 #endif
   return m;
 }
